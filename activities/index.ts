@@ -1,0 +1,26 @@
+import { applyChildrenActivity } from './apply-children.js';
+import type { ActivityDeps } from './deps.js';
+import { recordEventActivity } from './events.js';
+import { ensureFinalizerActivity, removeFinalizerActivity } from './finalizer.js';
+import { observeReadinessActivity } from './observe-readiness.js';
+import { readModelActivity } from './read-model.js';
+import { writeStatusActivity } from './write-status.js';
+
+/** Every activity the MachineModel workflow calls, bound to its dependencies. */
+export function createActivities(deps: ActivityDeps) {
+  return {
+    readModel: readModelActivity(deps),
+    ensureFinalizer: ensureFinalizerActivity(deps),
+    applyChildren: applyChildrenActivity(deps),
+    observeReadiness: observeReadinessActivity(deps),
+    writeStatus: writeStatusActivity(deps),
+    removeFinalizer: removeFinalizerActivity(deps),
+    recordModelEvent: recordEventActivity(deps),
+  };
+}
+
+export type Activities = ReturnType<typeof createActivities>;
+export type { ActivityDeps } from './deps.js';
+export type { ModelSnapshot } from './read-model.js';
+export type { ApplyResult } from './apply-children.js';
+export type { WriteStatusInput, WriteStatusResult } from './write-status.js';

@@ -1,0 +1,29 @@
+import type { V1Deployment } from '@kubernetes/client-node';
+import type { ModelRef } from '../src/api.js';
+import type { Readiness } from '../src/status.js';
+import type { ActivityDeps } from './deps.js';
+import { classify } from './errors.js';
+
+export function observeReadinessActivity({ kube }: ActivityDeps) {
+  return async function observeReadiness(ref: ModelRef): Promise<Readiness> {
+    const d = await kube.read<V1Deployment>('apps/v1', 'Deployment', ref.namespace, ref.name).catch((err: unknown) => {
+      throw classify(err, `reading Deployment ${ref.namespace}/${ref.name}`);
+    });
+    if (!d) {
+      return { found: false, desiredReplicas: 0, replicas: 0, readyReplicas: 0, availableReplicas: 0, updatedReplicas: 0, observedLatest: false };
+    }
+    const available = d.status?.conditions?.find((c) => c.type === 'Available');
+    return {
+      found: true,
+      desiredReplicas: d.spec?.replicas ?? 1,
+      replicas: d.status?.replicas ?? 0,
+      readyReplicas: d.status?.readyReplicas ?? 0,
+      availableReplicas: d.status?.availableReplicas ?? 0,
+      updatedReplicas: d.status?.updatedReplicas ?? 0,
+      observedLatest: (d.status?.observedGeneration ?? 0) >= (d.metadata?.generation ?? 0),
+      available: available
+        ? { status: available.status as 'True' | 'False' | 'Unknown', reason: available.reason ?? '', message: available.message ?? '' }
+        : undefined,
+    };
+  };
+}

@@ -1,0 +1,32 @@
+import { finalizerName, type MachineModelSpec, type ModelRef } from '../src/api.js';
+import { validateName, validateSpec } from '../src/validation.js';
+import type { ActivityDeps } from './deps.js';
+import { classify } from './errors.js';
+
+/** The current object as a round needs it; the spec is small and makes each round readable in the UI. */
+export interface ModelSnapshot {
+  ref: ModelRef;
+  generation: number;
+  deleting: boolean;
+  hasFinalizer: boolean;
+  spec: MachineModelSpec;
+  /** Empty when the spec is valid; otherwise messages for the Failed condition. */
+  specErrors: string[];
+}
+
+export function readModelActivity({ kube }: ActivityDeps) {
+  return async function readModel(key: { namespace: string; name: string }): Promise<ModelSnapshot | null> {
+    const obj = await kube.getModel(key.namespace, key.name).catch((err: unknown) => {
+      throw classify(err, `reading MachineModel ${key.namespace}/${key.name}`);
+    });
+    if (!obj) return null;
+    return {
+      ref: { namespace: key.namespace, name: key.name, uid: obj.metadata.uid },
+      generation: obj.metadata.generation ?? 0,
+      deleting: !!obj.metadata.deletionTimestamp,
+      hasFinalizer: (obj.metadata.finalizers ?? []).includes(finalizerName),
+      spec: obj.spec,
+      specErrors: [...validateName(key.name), ...validateSpec(obj.spec)],
+    };
+  };
+}

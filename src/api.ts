@@ -1,0 +1,87 @@
+// The MachineModel API and the operator's fixed names. Workflow-safe: no Node.js imports.
+
+export const group = 'stable.example.com';
+export const version = 'v1';
+export const apiVersion = `${group}/${version}`;
+export const kind = 'MachineModel';
+export const plural = 'machinemodels';
+
+export const finalizerName = `${group}/cleanup`;
+export const resyncAnnotation = `${group}/resync`;
+export const fieldManager = 'machinemodel-operator';
+
+export const labels = {
+  name: 'app.kubernetes.io/name',
+  instance: 'app.kubernetes.io/instance',
+  managedBy: 'app.kubernetes.io/managed-by',
+} as const;
+export const labelValues = { name: 'machinemodel', managedBy: 'machinemodel-operator' } as const;
+/** Selects every child the operator manages, for the informer's label selector. */
+export const childSelector = `${labels.managedBy}=${labelValues.managedBy}`;
+
+export type EndpointType = 'REST' | 'gRPC';
+export type Phase = 'Pending' | 'Deploying' | 'Ready' | 'Failed' | 'Deleting';
+
+export interface MachineModelSpec {
+  image: string;
+  modelPath: string;
+  resources: { cpu: string; memory: string; gpu?: number };
+  minReplicas?: number;
+  maxReplicas?: number;
+  endpointType?: EndpointType;
+}
+
+export interface Condition {
+  type: string;
+  status: 'True' | 'False' | 'Unknown';
+  reason: string;
+  message: string;
+  lastTransitionTime: string;
+  observedGeneration?: number;
+}
+
+export interface MachineModelStatus {
+  phase?: Phase;
+  inferenceURL?: string;
+  replicas?: number;
+  selector?: string;
+  observedGeneration?: number;
+  conditions?: Condition[];
+}
+
+export interface ObjectMeta {
+  name: string;
+  namespace: string;
+  uid: string;
+  generation?: number;
+  resourceVersion?: string;
+  deletionTimestamp?: string;
+  finalizers?: string[];
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+}
+
+export interface MachineModel {
+  apiVersion: string;
+  kind: string;
+  metadata: ObjectMeta;
+  spec: MachineModelSpec;
+  status?: MachineModelStatus;
+}
+
+/** Identifies one object of a name: a new object of the same name has a new uid. */
+export interface ModelRef {
+  namespace: string;
+  name: string;
+  uid: string;
+}
+
+export function workflowIdFor(namespace: string, name: string): string {
+  return `machinemodel/${namespace}/${name}`;
+}
+
+/** The inverse of workflowIdFor; undefined for IDs that are not ours. */
+export function keyFromWorkflowId(id: string): { namespace: string; name: string } | undefined {
+  const m = /^machinemodel\/([^/]+)\/([^/]+)$/.exec(id);
+  return m ? { namespace: m[1]!, name: m[2]! } : undefined;
+}

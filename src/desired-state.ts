@@ -1,0 +1,169 @@
+// MachineModel -> the Deployment, Service and HorizontalPodAutoscaler that serve it. Pure.
+import { apiVersion, kind, labels, labelValues, type EndpointType, type MachineModelSpec, type ModelRef } from './api.js';
+
+export interface BuildOptions {
+  /** Extended resource name for GPUs (e.g. nvidia.com/gpu, amd.com/gpu). */
+  gpuResourceName: string;
+  clusterDomain: string;
+  /** Target average CPU utilisation (percent) for the autoscaler. */
+  targetCPUUtilization: number;
+}
+
+export const defaultBuildOptions: BuildOptions = {
+  gpuResourceName: 'nvidia.com/gpu',
+  clusterDomain: 'cluster.local',
+  targetCPUUtilization: 80,
+};
+
+interface Endpoint {
+  portName: 'http' | 'grpc';
+  containerPort: number;
+  servicePort: number;
+  appProtocol: string;
+  scheme: 'http' | 'grpc';
+}
+
+const endpoints: Record<EndpointType, Endpoint> = {
+  REST: { portName: 'http', containerPort: 8080, servicePort: 80, appProtocol: 'http', scheme: 'http' },
+  gRPC: { portName: 'grpc', containerPort: 9000, servicePort: 9000, appProtocol: 'grpc', scheme: 'grpc' },
+};
+
+/** Spec with the CRD's defaults filled in, for objects that predate them. */
+export function withDefaults(spec: MachineModelSpec): Required<Omit<MachineModelSpec, 'resources'>> & { resources: Required<MachineModelSpec['resources']> } {
+  return {
+    image: spec.image,
+    modelPath: spec.modelPath,
+    resources: { cpu: spec.resources.cpu, memory: spec.resources.memory, gpu: spec.resources.gpu ?? 0 },
+    minReplicas: spec.minReplicas ?? 1,
+    maxReplicas: spec.maxReplicas ?? 1,
+    endpointType: spec.endpointType ?? 'REST',
+  };
+}
+
+export function wantsAutoscaler(spec: MachineModelSpec): boolean {
+  const s = withDefaults(spec);
+  return s.maxReplicas > s.minReplicas;
+}
+
+export function selectorLabels(name: string): Record<string, string> {
+  return { [labels.name]: labelValues.name, [labels.instance]: name };
+}
+
+export function childLabels(name: string): Record<string, string> {
+  return { ...selectorLabels(name), [labels.managedBy]: labelValues.managedBy };
+}
+
+/** The label selector string a scale subresource reports, so an HPA could target the MachineModel itself. */
+export function selectorString(name: string): string {
+  return Object.entries(selectorLabels(name))
+    .map(([k, v]) => `${k}=${v}`)
+    .join(',');
+}
+
+export function inferenceURL(ref: Pick<ModelRef, 'namespace' | 'name'>, spec: MachineModelSpec, opts: BuildOptions): string {
+  const e = endpoints[withDefaults(spec).endpointType];
+  return `${e.scheme}://${ref.name}.${ref.namespace}.svc.${opts.clusterDomain}:${e.servicePort}`;
+}
+
+function metadata(ref: ModelRef) {
+  return {
+    name: ref.name,
+    namespace: ref.namespace,
+    labels: childLabels(ref.name),
+    ownerReferences: [{ apiVersion, kind, name: ref.name, uid: ref.uid, controller: true, blockOwnerDeletion: true }],
+  };
+}
+
+/**
+ * The Deployment. Without an autoscaler the operator owns `replicas` (= minReplicas). With one it
+ * keeps whatever the autoscaler chose (`liveReplicas`), clamped to the bounds, so the two never fight.
+ */
+export function buildDeployment(ref: ModelRef, spec: MachineModelSpec, opts: BuildOptions, liveReplicas?: number) {
+  const s = withDefaults(spec);
+  const e = endpoints[s.endpointType];
+  const replicas = wantsAutoscaler(spec)
+    ? Math.min(Math.max(liveReplicas ?? s.minReplicas, s.minReplicas), s.maxReplicas)
+    : s.minReplicas;
+  const gpu = s.resources.gpu > 0 ? { [opts.gpuResourceName]: String(s.resources.gpu) } : {};
+  const probe =
+    s.endpointType === 'REST'
+      ? { httpGet: { path: '/healthz', port: e.portName } }
+      : { grpc: { port: e.containerPort } };
+  return {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: metadata(ref),
+    spec: {
+      replicas,
+      selector: { matchLabels: selectorLabels(ref.name) },
+      template: {
+        metadata: { labels: childLabels(ref.name) },
+        spec: {
+          containers: [
+            {
+              name: 'model',
+              image: s.image,
+              env: [
+                { name: 'MODEL_PATH', value: s.modelPath },
+                { name: 'MODEL_NAME', value: ref.name },
+                { name: 'PORT', value: String(e.containerPort) },
+              ],
+              ports: [{ name: e.portName, containerPort: e.containerPort, protocol: 'TCP' }],
+              resources: {
+                requests: { cpu: s.resources.cpu, memory: s.resources.memory, ...gpu },
+                limits: { cpu: s.resources.cpu, memory: s.resources.memory, ...gpu },
+              },
+              readinessProbe: { ...probe, periodSeconds: 10, failureThreshold: 3 },
+            },
+          ],
+        },
+      },
+    },
+  };
+}
+
+export function buildService(ref: ModelRef, spec: MachineModelSpec) {
+  const e = endpoints[withDefaults(spec).endpointType];
+  return {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: metadata(ref),
+    spec: {
+      type: 'ClusterIP',
+      selector: selectorLabels(ref.name),
+      ports: [{ name: e.portName, port: e.servicePort, targetPort: e.portName, protocol: 'TCP', appProtocol: e.appProtocol }],
+    },
+  };
+}
+
+export function buildAutoscaler(ref: ModelRef, spec: MachineModelSpec, opts: BuildOptions) {
+  const s = withDefaults(spec);
+  return {
+    apiVersion: 'autoscaling/v2',
+    kind: 'HorizontalPodAutoscaler',
+    metadata: metadata(ref),
+    spec: {
+      scaleTargetRef: { apiVersion: 'apps/v1', kind: 'Deployment', name: ref.name },
+      minReplicas: s.minReplicas,
+      maxReplicas: s.maxReplicas,
+      metrics: [
+        { type: 'Resource', resource: { name: 'cpu', target: { type: 'Utilization', averageUtilization: opts.targetCPUUtilization } } },
+      ],
+    },
+  };
+}
+
+export type ChildObject = ReturnType<typeof buildDeployment> | ReturnType<typeof buildService> | ReturnType<typeof buildAutoscaler>;
+
+/**
+ * True when every field of `desired` already has the same value in `live` (the server adds
+ * defaults, so live is a superset). Used to skip writes when nothing differs.
+ */
+export function isSubset(desired: unknown, live: unknown): boolean {
+  if (desired === null || typeof desired !== 'object') return desired === live;
+  if (live === null || typeof live !== 'object') return false;
+  if (Array.isArray(desired)) {
+    return Array.isArray(live) && desired.length === live.length && desired.every((d, i) => isSubset(d, live[i]));
+  }
+  return Object.entries(desired as Record<string, unknown>).every(([k, v]) => isSubset(v, (live as Record<string, unknown>)[k]));
+}

@@ -1,0 +1,39 @@
+// Rollout progress and how soon to look again. Pure and deterministic: the workflow passes its own clock.
+import type { Verdict } from './status.js';
+
+export interface ProgressState {
+  /** When the current rollout began (ms); unset while Ready. */
+  progressStartedAt?: number;
+  notReadyChecks: number;
+}
+
+export interface ProgressConfig {
+  progressDeadlineSeconds: number;
+  driftCheckSeconds: number;
+  readinessRecheckSeconds: { initial: number; max: number };
+}
+
+export interface ProgressDecision extends ProgressState {
+  verdict: Extract<Verdict, { kind: 'ready' | 'progressing' | 'deadline-exceeded' }>;
+  /** Look again after this long unless a signal comes first. */
+  nextCheckSeconds: number;
+}
+
+export function decideProgress(prev: ProgressState, ready: boolean, nowMs: number, cfg: ProgressConfig): ProgressDecision {
+  if (ready) return { verdict: { kind: 'ready' }, notReadyChecks: 0, nextCheckSeconds: cfg.driftCheckSeconds };
+  const progressStartedAt = prev.progressStartedAt ?? nowMs;
+  const notReadyChecks = prev.notReadyChecks + 1;
+  const backoff = Math.min(cfg.readinessRecheckSeconds.initial * 2 ** (notReadyChecks - 1), cfg.readinessRecheckSeconds.max);
+  const deadlineAt = progressStartedAt + cfg.progressDeadlineSeconds * 1000;
+  if (nowMs >= deadlineAt) {
+    return {
+      verdict: { kind: 'deadline-exceeded', deadlineSeconds: cfg.progressDeadlineSeconds },
+      progressStartedAt,
+      notReadyChecks,
+      nextCheckSeconds: cfg.readinessRecheckSeconds.max,
+    };
+  }
+  // Never sleep past the deadline: the Failed condition should appear when it passes.
+  const untilDeadline = Math.max(1, Math.ceil((deadlineAt - nowMs) / 1000));
+  return { verdict: { kind: 'progressing' }, progressStartedAt, notReadyChecks, nextCheckSeconds: Math.min(backoff, untilDeadline) };
+}

@@ -1,0 +1,130 @@
+// What the MachineModel's status should say, from what a reconcile round decided and observed. Pure.
+import type { Condition, MachineModelStatus, Phase } from './api.js';
+
+/** What the workflow concluded this round. */
+export type Verdict =
+  | { kind: 'pending'; message: string }
+  | { kind: 'progressing' }
+  | { kind: 'ready' }
+  | { kind: 'deadline-exceeded'; deadlineSeconds: number }
+  | { kind: 'failed'; reason: string; message: string }
+  | { kind: 'deleting'; message: string };
+
+/** The Deployment's rollout as observed. */
+export interface Readiness {
+  found: boolean;
+  desiredReplicas: number;
+  replicas: number;
+  readyReplicas: number;
+  availableReplicas: number;
+  updatedReplicas: number;
+  /** The Deployment controller has seen the latest spec. */
+  observedLatest: boolean;
+  available?: { status: Condition['status']; reason: string; message: string };
+}
+
+export function isReady(r: Readiness | undefined): boolean {
+  return (
+    !!r &&
+    r.found &&
+    r.observedLatest &&
+    r.updatedReplicas >= r.desiredReplicas &&
+    r.readyReplicas >= r.desiredReplicas &&
+    r.available?.status === 'True'
+  );
+}
+
+export interface StatusInput {
+  generation: number;
+  verdict: Verdict;
+  readiness?: Readiness;
+  inferenceURL?: string;
+  selector?: string;
+  /** Extra conditions owned by other steps (e.g. GatewayRegistered), merged as given. */
+  extraConditions?: Omit<Condition, 'lastTransitionTime'>[];
+  now: string;
+}
+
+const phases: Record<Verdict['kind'], Phase> = {
+  pending: 'Pending',
+  progressing: 'Deploying',
+  ready: 'Ready',
+  'deadline-exceeded': 'Failed',
+  failed: 'Failed',
+  deleting: 'Deleting',
+};
+
+function replicaSummary(r: Readiness | undefined): string {
+  if (!r?.found) return 'the Deployment does not exist yet';
+  return `${r.readyReplicas} of ${r.desiredReplicas} replicas ready, ${r.updatedReplicas} updated`;
+}
+
+function readyCondition(v: Verdict, r: Readiness | undefined): Omit<Condition, 'lastTransitionTime'> {
+  switch (v.kind) {
+    case 'ready':
+      return { type: 'Ready', status: 'True', reason: 'ModelReady', message: replicaSummary(r) };
+    case 'progressing':
+      return { type: 'Ready', status: 'False', reason: 'Progressing', message: `rolling out: ${replicaSummary(r)}` };
+    case 'deadline-exceeded':
+      return {
+        type: 'Ready',
+        status: 'False',
+        reason: 'ProgressDeadlineExceeded',
+        message: `not ready within ${v.deadlineSeconds}s: ${replicaSummary(r)}; still watching and will recover on its own`,
+      };
+    case 'pending':
+      return { type: 'Ready', status: 'Unknown', reason: 'Pending', message: v.message };
+    case 'failed':
+      return { type: 'Ready', status: 'False', reason: v.reason, message: v.message };
+    case 'deleting':
+      return { type: 'Ready', status: 'False', reason: 'Deleting', message: v.message };
+  }
+}
+
+function availableCondition(r: Readiness | undefined): Omit<Condition, 'lastTransitionTime'> {
+  if (!r?.found) return { type: 'Available', status: 'Unknown', reason: 'DeploymentNotFound', message: 'the Deployment does not exist yet' };
+  if (!r.available) return { type: 'Available', status: 'Unknown', reason: 'NotReported', message: 'the Deployment reports no Available condition yet' };
+  return { type: 'Available', status: r.available.status, reason: r.available.reason, message: r.available.message };
+}
+
+/** Sets a condition, keeping lastTransitionTime when its status did not change (metav1.Condition semantics). */
+export function setCondition(conditions: Condition[], next: Omit<Condition, 'lastTransitionTime'>, now: string): Condition[] {
+  const prev = conditions.find((c) => c.type === next.type);
+  const lastTransitionTime = prev && prev.status === next.status ? prev.lastTransitionTime : now;
+  const updated: Condition = { ...next, lastTransitionTime };
+  return prev ? conditions.map((c) => (c.type === next.type ? updated : c)) : [...conditions, updated];
+}
+
+export function computeStatus(prev: MachineModelStatus | undefined, input: StatusInput): MachineModelStatus {
+  let conditions = prev?.conditions ?? [];
+  const wanted = [readyCondition(input.verdict, input.readiness), availableCondition(input.readiness), ...(input.extraConditions ?? [])];
+  for (const c of wanted) conditions = setCondition(conditions, { ...c, observedGeneration: input.generation }, input.now);
+  const status: MachineModelStatus = {
+    phase: phases[input.verdict.kind],
+    replicas: input.readiness?.readyReplicas ?? 0,
+    observedGeneration: input.generation,
+    conditions,
+  };
+  if (input.inferenceURL) status.inferenceURL = input.inferenceURL;
+  if (input.selector) status.selector = input.selector;
+  return status;
+}
+
+/** Whether writing `next` would change anything; avoids status writes (and the events they cause) when nothing differs. */
+export function statusDiffers(prev: MachineModelStatus | undefined, next: MachineModelStatus): boolean {
+  return JSON.stringify(normalize(prev ?? {})) !== JSON.stringify(normalize(next));
+}
+
+function normalize(s: MachineModelStatus): MachineModelStatus {
+  const conditions = [...(s.conditions ?? [])]
+    .sort((a, b) => a.type.localeCompare(b.type))
+    .map((c) => ({ type: c.type, status: c.status, reason: c.reason, message: c.message, lastTransitionTime: c.lastTransitionTime, observedGeneration: c.observedGeneration }));
+  return {
+    phase: s.phase,
+    inferenceURL: s.inferenceURL,
+    replicas: s.replicas,
+    selector: s.selector,
+    observedGeneration: s.observedGeneration,
+    conditions,
+  };
+}

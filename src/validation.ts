@@ -1,0 +1,77 @@
+// Validation of a MachineModel, mirroring the CRD's schema and CEL rules so that objects which
+// reached the API some other way (an older CRD, CEL disabled) still get a clear Failed condition.
+// Workflow-safe: pure.
+import type { MachineModelSpec } from './api.js';
+
+const quantityPattern = /^[+-]?(\d+(\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$/;
+
+const suffixFactor: Record<string, number> = {
+  '': 1, n: 1e-9, u: 1e-6, m: 1e-3, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18,
+  Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60,
+};
+
+/** The value of a Kubernetes resource quantity, or undefined when it does not parse. */
+export function parseQuantity(q: string): number | undefined {
+  const m = quantityPattern.exec(q);
+  if (!m) return undefined;
+  const number = Number(m[1]) * (q.startsWith('-') ? -1 : 1);
+  const suffix = m[3] ?? '';
+  if (/^[eE]/.test(suffix)) return number * 10 ** Number(suffix.slice(1));
+  return number * (suffixFactor[suffix] ?? NaN);
+}
+
+// The distribution/reference grammar: [domain[:port]/]path[:tag][@digest].
+const domainComponent = '(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])';
+const domain = `${domainComponent}(?:\\.${domainComponent})*(?::[0-9]+)?`;
+const pathComponent = '[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*';
+const tag = '[\\w][\\w.-]{0,127}';
+const digest = '[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}';
+export const imageReferencePattern = `^(?:${domain}/)?${pathComponent}(?:/${pathComponent})*(?::${tag})?(?:@${digest})?$`;
+const imageReference = new RegExp(imageReferencePattern);
+
+/** A DNS-1035 label: the Service takes the model's name, so the name must be a valid Service name. */
+export const serviceNamePattern = '^[a-z]([-a-z0-9]*[a-z0-9])?$';
+export const maxNameLength = 63;
+
+export function validateName(name: string): string[] {
+  const errors: string[] = [];
+  if (name.length > maxNameLength) errors.push(`metadata.name must be at most ${maxNameLength} characters (it names the model's Service), got ${name.length}`);
+  if (!new RegExp(serviceNamePattern).test(name)) {
+    errors.push('metadata.name must start with a letter and contain only lowercase letters, digits and "-" (it names the model\'s Service)');
+  }
+  return errors;
+}
+
+/** Every problem with the spec, as messages a user can act on; empty when valid. */
+export function validateSpec(spec: Partial<MachineModelSpec> | undefined): string[] {
+  const errors: string[] = [];
+  if (!spec) return ['spec is required'];
+  if (typeof spec.image !== 'string' || spec.image === '') errors.push('spec.image is required');
+  else if (!imageReference.test(spec.image)) errors.push(`spec.image "${spec.image}" is not a valid image reference`);
+  if (typeof spec.modelPath !== 'string' || spec.modelPath.trim() === '') errors.push('spec.modelPath must not be empty');
+  const r = spec.resources;
+  if (!r) {
+    errors.push('spec.resources is required');
+  } else {
+    for (const key of ['cpu', 'memory'] as const) {
+      const value = r[key];
+      if (typeof value !== 'string' || value === '') {
+        errors.push(`spec.resources.${key} is required`);
+        continue;
+      }
+      const parsed = parseQuantity(value);
+      if (parsed === undefined) errors.push(`spec.resources.${key} "${value}" is not a resource quantity (e.g. ${key === 'cpu' ? '500m or 2' : '512Mi or 4Gi'})`);
+      else if (parsed <= 0) errors.push(`spec.resources.${key} must be greater than zero, got "${value}"`);
+    }
+    if (r.gpu !== undefined && (!Number.isInteger(r.gpu) || r.gpu < 0)) errors.push(`spec.resources.gpu must be a whole number >= 0, got ${r.gpu}`);
+  }
+  const min = spec.minReplicas ?? 1;
+  const max = spec.maxReplicas ?? 1;
+  if (!Number.isInteger(min) || min < 1) errors.push(`spec.minReplicas must be a whole number >= 1, got ${min}`);
+  if (!Number.isInteger(max) || max < 1) errors.push(`spec.maxReplicas must be a whole number >= 1, got ${max}`);
+  if (min > max) errors.push(`spec.minReplicas (${min}) must not exceed spec.maxReplicas (${max})`);
+  if (spec.endpointType !== undefined && spec.endpointType !== 'REST' && spec.endpointType !== 'gRPC') {
+    errors.push(`spec.endpointType must be REST or gRPC, got "${String(spec.endpointType)}"`);
+  }
+  return errors;
+}

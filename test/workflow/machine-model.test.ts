@@ -1,0 +1,282 @@
+import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { ApplicationFailure } from '@temporalio/common';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { bundleWorkflowCode, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import type { Activities, ModelSnapshot } from '../../activities/index.js';
+import { finalizerName, workflowIdFor, type MachineModelSpec, type MachineModelStatus } from '../../src/api.js';
+import { computeStatus, type Readiness } from '../../src/status.js';
+import { validateSpec } from '../../src/validation.js';
+import { registerSearchAttributes } from '../support/temporal.js';
+import {
+  deletedSignal,
+  reconcileNowUpdate,
+  reconcileSignal,
+  stateQuery,
+  type MachineModelWorkflowInput,
+  type WorkflowConfig,
+} from '../../workflows/definitions.js';
+
+/** An in-memory MachineModel and Deployment that the stubbed activities read and write. */
+class FakeCluster {
+  exists = true;
+  uid = 'uid-1';
+  generation = 1;
+  deleting = false;
+  finalizers: string[] = [];
+  spec: MachineModelSpec = { image: 'registry.example/m:1', modelPath: '/models/m', resources: { cpu: '1', memory: '1Gi' } };
+  ready = false;
+  status: MachineModelStatus | undefined;
+  verdicts: string[] = [];
+  calls: Record<string, number> = {};
+  applyFailure: ApplicationFailure | undefined;
+  /** Makes applyChildren take real time, so signals can arrive while a round runs. */
+  applyDelayMs = 0;
+
+  private count(name: string) {
+    this.calls[name] = (this.calls[name] ?? 0) + 1;
+  }
+
+  activities(): Activities {
+    const ref = () => ({ namespace: 'default', name: 'm', uid: this.uid });
+    const readiness = (): Readiness => ({
+      found: true,
+      desiredReplicas: 1,
+      replicas: 1,
+      readyReplicas: this.ready ? 1 : 0,
+      availableReplicas: this.ready ? 1 : 0,
+      updatedReplicas: 1,
+      observedLatest: true,
+      available: { status: this.ready ? 'True' : 'False', reason: 'MinimumReplicasAvailable', message: '' },
+    });
+    return {
+      readModel: async (): Promise<ModelSnapshot | null> => {
+        this.count('readModel');
+        if (!this.exists) return null;
+        return {
+          ref: ref(),
+          generation: this.generation,
+          deleting: this.deleting,
+          hasFinalizer: this.finalizers.includes(finalizerName),
+          spec: this.spec,
+          specErrors: validateSpec(this.spec),
+        };
+      },
+      ensureFinalizer: async () => {
+        this.count('ensureFinalizer');
+        this.finalizers.push(finalizerName);
+        return { added: true };
+      },
+      applyChildren: async () => {
+        this.count('applyChildren');
+        if (this.applyDelayMs) await new Promise((r) => setTimeout(r, this.applyDelayMs));
+        if (this.applyFailure) throw this.applyFailure;
+        return { changes: [], inferenceURL: 'http://m.default.svc.cluster.local:80', selector: 'app=m' };
+      },
+      observeReadiness: async () => {
+        this.count('observeReadiness');
+        return readiness();
+      },
+      writeStatus: async (_ref, input) => {
+        this.count('writeStatus');
+        this.verdicts.push(input.verdict.kind);
+        this.status = computeStatus(this.status, { ...input, now: new Date().toISOString() });
+        return { phase: this.status.phase, conditions: this.status.conditions ?? [], changed: true };
+      },
+      removeFinalizer: async () => {
+        this.count('removeFinalizer');
+        this.finalizers = this.finalizers.filter((f) => f !== finalizerName);
+        if (this.deleting) this.exists = false;
+        return { removed: true };
+      },
+      recordModelEvent: async () => {
+        this.count('recordModelEvent');
+      },
+    };
+  }
+}
+
+let env: TestWorkflowEnvironment;
+let workflowBundle: WorkflowBundleWithSourceMap;
+
+beforeAll(async () => {
+  env = await TestWorkflowEnvironment.createTimeSkipping({
+    server: { executable: { type: 'existing-path', path: inject('timeSkippingServer') } },
+  });
+  await registerSearchAttributes(env.connection);
+  workflowBundle = await bundleWorkflowCode({
+    workflowsPath: fileURLToPath(new URL('../../workflows/index.ts', import.meta.url)),
+    logger: { trace() {}, debug() {}, info() {}, warn: console.warn, error: console.error, log() {} },
+  });
+});
+
+afterAll(async () => {
+  await env?.teardown();
+});
+
+async function withWorker(cluster: FakeCluster, fn: (taskQueue: string) => Promise<void>) {
+  const taskQueue = `wf-${randomUUID()}`;
+  const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle, activities: cluster.activities() });
+  await worker.runUntil(fn(taskQueue));
+}
+
+function start(taskQueue: string, config: Partial<WorkflowConfig> = {}) {
+  const input: MachineModelWorkflowInput = { namespace: 'default', name: 'm', config };
+  return env.client.workflow.start('machineModelWorkflow', {
+    taskQueue,
+    workflowId: `${workflowIdFor('default', 'm')}-${randomUUID()}`,
+    args: [input],
+  });
+}
+
+async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 20_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+describe('machineModelWorkflow', () => {
+  it('adds the finalizer, applies children and reports Ready', async () => {
+    const cluster = new FakeCluster();
+    cluster.ready = true;
+    await withWorker(cluster, async (tq) => {
+      const handle = await start(tq);
+      await until('Ready', () => cluster.status?.phase === 'Ready');
+      expect(cluster.finalizers).toEqual([finalizerName]);
+      expect(cluster.status?.inferenceURL).toBe('http://m.default.svc.cluster.local:80');
+      const state = await handle.query(stateQuery);
+      expect(state.phase).toBe('Ready');
+      expect(state.uid).toBe('uid-1');
+      await handle.terminate();
+    });
+  });
+
+  it('coalesces a storm of signals that arrive during a round into one more round', async () => {
+    const cluster = new FakeCluster();
+    cluster.ready = true;
+    cluster.applyDelayMs = 1500;
+    await withWorker(cluster, async (tq) => {
+      const handle = await start(tq);
+      await until('the first round to apply', () => (cluster.calls.applyChildren ?? 0) >= 1);
+      await Promise.all(Array.from({ length: 100 }, (_, i) => handle.signal(reconcileSignal, { source: 'MachineModel', event: 'updated', resourceVersion: String(i) })));
+      await until('the storm to be handled', async () => {
+        const s = await handle.query(stateQuery);
+        return s.signals === 100 && !s.pendingWork && !s.roundInProgress;
+      });
+      const state = await handle.query(stateQuery);
+      expect(state.signals).toBe(100);
+      expect(state.rounds).toBeLessThanOrEqual(3);
+      expect(cluster.calls.applyChildren).toBe(state.rounds);
+      await handle.terminate();
+    });
+  });
+
+  it('fails with ProgressDeadlineExceeded when not ready in time, and recovers when ready', async () => {
+    const cluster = new FakeCluster();
+    await withWorker(cluster, async (tq) => {
+      const handle = await start(tq, { progressDeadlineSeconds: 600 });
+      await until('Deploying', () => cluster.status?.phase === 'Deploying');
+      await env.sleep('11 minutes');
+      await until('Failed', () => cluster.status?.phase === 'Failed');
+      const ready = cluster.status?.conditions?.find((c) => c.type === 'Ready');
+      expect(ready?.reason).toBe('ProgressDeadlineExceeded');
+      expect(ready?.message).toMatch(/not ready within 600s/);
+      cluster.ready = true;
+      await handle.signal(reconcileSignal, { source: 'Deployment', event: 'updated' });
+      await until('Ready again', () => cluster.status?.phase === 'Ready');
+      await handle.terminate();
+    });
+  });
+
+  it('continues as new after maxRoundsPerRun, carrying its state', async () => {
+    const cluster = new FakeCluster();
+    cluster.ready = true;
+    await withWorker(cluster, async (tq) => {
+      const handle = await start(tq, { maxRoundsPerRun: 2 });
+      for (let i = 0; i < 5; i++) {
+        await handle.executeUpdate(reconcileNowUpdate, { args: [{}] }).catch(() => undefined);
+      }
+      await until('several runs', async () => (await env.client.workflow.getHandle(handle.workflowId).query(stateQuery)).runs >= 3);
+      const state = await env.client.workflow.getHandle(handle.workflowId).query(stateQuery);
+      expect(state.rounds).toBeGreaterThanOrEqual(5);
+      expect(state.uid).toBe('uid-1');
+      expect(state.phase).toBe('Ready');
+      const first = await env.client.workflow.getHandle(handle.workflowId, handle.firstExecutionRunId).describe();
+      expect(first.status.name).toBe('CONTINUED_AS_NEW');
+      await env.client.workflow.getHandle(handle.workflowId).terminate();
+    });
+  });
+
+  it('runs deletion while waiting for readiness, removes the finalizer and completes', async () => {
+    const cluster = new FakeCluster();
+    await withWorker(cluster, async (tq) => {
+      const handle = await start(tq);
+      await until('Deploying', () => cluster.status?.phase === 'Deploying');
+      cluster.deleting = true;
+      await handle.signal(reconcileSignal, { source: 'MachineModel', event: 'updated' });
+      const outcome = await handle.result();
+      expect(outcome.finished).toBe(true);
+      expect(cluster.verdicts).toContain('deleting');
+      expect(cluster.calls.removeFinalizer).toBe(1);
+      expect(cluster.exists).toBe(false);
+    });
+  });
+
+  it('completes when the object vanished without its finalizer running', async () => {
+    const cluster = new FakeCluster();
+    cluster.ready = true;
+    await withWorker(cluster, async (tq) => {
+      const handle = await start(tq);
+      await until('Ready', () => cluster.status?.phase === 'Ready');
+      cluster.exists = false;
+      await handle.signal(deletedSignal, { uid: 'uid-1' });
+      const outcome = await handle.result();
+      expect(outcome.finished).toBe(true);
+      expect(cluster.calls.removeFinalizer ?? 0).toBe(0);
+    });
+  });
+
+  it('turns a permanent error into phase Failed without retrying it', async () => {
+    const cluster = new FakeCluster();
+    cluster.applyFailure = ApplicationFailure.nonRetryable('Deployment default/m exists and is not owned by this MachineModel', 'NotOwned');
+    await withWorker(cluster, async (tq) => {
+      const handle = await start(tq);
+      await until('Failed', () => cluster.status?.phase === 'Failed');
+      const ready = cluster.status?.conditions?.find((c) => c.type === 'Ready');
+      expect(ready?.reason).toBe('NotOwned');
+      expect(ready?.message).toContain('not owned by this MachineModel');
+      expect(cluster.calls.applyChildren).toBe(1);
+      await handle.terminate();
+    });
+  });
+
+  it('reports an invalid spec as Failed and does not apply anything', async () => {
+    const cluster = new FakeCluster();
+    cluster.spec = { ...cluster.spec, resources: { cpu: 'lots', memory: '1Gi' } };
+    await withWorker(cluster, async (tq) => {
+      const handle = await start(tq);
+      await until('Failed', () => cluster.status?.phase === 'Failed');
+      expect(cluster.status?.conditions?.find((c) => c.type === 'Ready')?.reason).toBe('InvalidSpec');
+      expect(cluster.calls.applyChildren ?? 0).toBe(0);
+      await handle.terminate();
+    });
+  });
+
+  it('answers reconcileNow with the outcome of a fresh round', async () => {
+    const cluster = new FakeCluster();
+    cluster.ready = true;
+    await withWorker(cluster, async (tq) => {
+      const handle = await start(tq);
+      await until('Ready', () => cluster.status?.phase === 'Ready');
+      const before = (await handle.query(stateQuery)).rounds;
+      const outcome = await handle.executeUpdate(reconcileNowUpdate, { args: [{ requestedBy: 'test' }] });
+      expect(outcome.round).toBeGreaterThan(before);
+      expect(outcome.phase).toBe('Ready');
+      await handle.terminate();
+    });
+  });
+});

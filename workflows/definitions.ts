@@ -1,0 +1,86 @@
+// Signals, query, update and the input/state types of the MachineModel workflow: the contract between
+// the workflow, the informer and mmctl. Workflow-safe.
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+import type { Condition, Phase } from '../src/api.js';
+
+export const workflowType = 'machineModelWorkflow';
+
+/** Why the informer says "look again"; never the spec itself (the workflow always reads the current object). */
+export interface ReconcileHint {
+  source: 'MachineModel' | 'Deployment' | 'Service' | 'HorizontalPodAutoscaler' | 'startup';
+  event: 'added' | 'updated' | 'deleted' | 'relisted';
+  resourceVersion?: string;
+  generation?: number;
+}
+
+export const reconcileSignal = defineSignal<[ReconcileHint]>('reconcile');
+export interface ResyncRequest {
+  requestedBy?: string;
+}
+
+export const resyncSignal = defineSignal<[ResyncRequest]>('resync');
+export const deletedSignal = defineSignal<[{ uid?: string }]>('deleted');
+
+export const stateQuery = defineQuery<WorkflowStateView>('state');
+export const reconcileNowUpdate = defineUpdate<RoundOutcome, [ResyncRequest]>('reconcileNow');
+
+export interface WorkflowConfig {
+  /** Not Ready this long after a change -> phase Failed with reason ProgressDeadlineExceeded. */
+  progressDeadlineSeconds: number;
+  /** How often an idle model is checked for drift without any event. */
+  driftCheckSeconds: number;
+  /** First and largest wait between readiness checks while a rollout progresses. */
+  readinessRecheckSeconds: { initial: number; max: number };
+  /** Continue-as-new after this many rounds, whatever the server suggests earlier. */
+  maxRoundsPerRun: number;
+}
+
+export const defaultWorkflowConfig: WorkflowConfig = {
+  progressDeadlineSeconds: 600,
+  driftCheckSeconds: 600,
+  readinessRecheckSeconds: { initial: 2, max: 60 },
+  maxRoundsPerRun: 100,
+};
+
+/** What one round did and found; returned by reconcileNow and kept in the state. */
+export interface RoundOutcome {
+  round: number;
+  phase?: Phase;
+  conditions: Condition[];
+  changes: string[];
+  /** The object is gone (or its deletion finished): the workflow completes. */
+  finished: boolean;
+  message?: string;
+}
+
+/** The small state carried across continue-as-new. */
+export interface CarriedState {
+  uid?: string;
+  phase?: Phase;
+  lastGeneration?: number;
+  /** Workflow time (ms) when the current rollout began; unset while Ready. */
+  progressStartedAt?: number;
+  notReadyChecks: number;
+  rounds: number;
+  signals: number;
+  runs: number;
+  lastOutcome?: RoundOutcome;
+}
+
+export interface MachineModelWorkflowInput {
+  namespace: string;
+  name: string;
+  config?: Partial<WorkflowConfig>;
+  state?: CarriedState;
+  /** Handed over by continue-as-new: whether a round is due at once, else how long to wait first. */
+  dirty?: boolean;
+  nextCheckSeconds?: number;
+}
+
+export interface WorkflowStateView extends CarriedState {
+  namespace: string;
+  name: string;
+  pendingWork: boolean;
+  roundInProgress: boolean;
+  config: WorkflowConfig;
+}
