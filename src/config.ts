@@ -1,0 +1,116 @@
+// Operator configuration: flags, with environment variables as defaults (12-factor), validated up front
+// so that a bad value is one clear line, not a failure deep inside a client.
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { defaultBuildOptions, type BuildOptions } from './desired-state.js';
+import { defaultWorkflowConfig, type WorkflowConfig } from '../workflows/definitions.js';
+
+export interface TemporalConfig {
+  address: string;
+  namespace: string;
+  taskQueue: string;
+  tls?: { serverName?: string; caFile?: string; certFile?: string; keyFile?: string };
+  /** From TEMPORAL_API_KEY only, never a flag (flags show in process lists); never logged. */
+  apiKey?: string;
+}
+
+export interface OperatorConfig {
+  kubeconfig?: string;
+  temporal: TemporalConfig;
+  namespaces: string[];
+  role: 'all' | 'worker' | 'informer';
+  maxConcurrentActivities: number;
+  maxConcurrentWorkflowTasks: number;
+  build: BuildOptions;
+  workflow: Partial<WorkflowConfig>;
+  logLevel: string;
+}
+
+function positiveInt(name: string) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`${name} must be a whole number >= 1, got "${value}"`);
+    return n;
+  };
+}
+
+export function temporalOptions(cmd: Command): Command {
+  return cmd
+    .addOption(new Option('--temporal-address <host:port>', 'Temporal frontend').env('TEMPORAL_ADDRESS').default('127.0.0.1:7233'))
+    .addOption(new Option('--temporal-namespace <ns>', 'Temporal namespace').env('TEMPORAL_NAMESPACE').default('default'))
+    .addOption(new Option('--task-queue <name>', 'task queue of the operator').env('MMO_TASK_QUEUE').default('machinemodel-operator'))
+    .addOption(new Option('--temporal-tls', 'connect to Temporal with TLS (implied by a client cert or API key)').env('TEMPORAL_TLS'))
+    .addOption(new Option('--temporal-tls-server-name <name>', 'TLS server name override').env('TEMPORAL_TLS_SERVER_NAME'))
+    .addOption(new Option('--temporal-tls-ca <file>', 'CA certificate for the Temporal server').env('TEMPORAL_TLS_SERVER_CA_CERT_PATH'))
+    .addOption(new Option('--temporal-tls-cert <file>', 'client certificate (mTLS)').env('TEMPORAL_TLS_CLIENT_CERT_PATH'))
+    .addOption(new Option('--temporal-tls-key <file>', 'client key (mTLS)').env('TEMPORAL_TLS_CLIENT_KEY_PATH'));
+}
+
+interface TemporalFlags {
+  temporalAddress: string;
+  temporalNamespace: string;
+  taskQueue: string;
+  temporalTls?: boolean | string;
+  temporalTlsServerName?: string;
+  temporalTlsCa?: string;
+  temporalTlsCert?: string;
+  temporalTlsKey?: string;
+}
+
+export function temporalConfigFrom(flags: TemporalFlags, env: NodeJS.ProcessEnv = process.env): TemporalConfig {
+  const apiKey = env.TEMPORAL_API_KEY || undefined;
+  const wantsTls = flags.temporalTls === true || flags.temporalTls === 'true' || !!flags.temporalTlsCert || !!apiKey;
+  if (!!flags.temporalTlsCert !== !!flags.temporalTlsKey) {
+    throw new InvalidArgumentError('--temporal-tls-cert and --temporal-tls-key go together');
+  }
+  return {
+    address: flags.temporalAddress,
+    namespace: flags.temporalNamespace,
+    taskQueue: flags.taskQueue,
+    apiKey,
+    tls: wantsTls
+      ? { serverName: flags.temporalTlsServerName, caFile: flags.temporalTlsCa, certFile: flags.temporalTlsCert, keyFile: flags.temporalTlsKey }
+      : undefined,
+  };
+}
+
+export function parseOperatorConfig(argv: string[]): OperatorConfig {
+  const cmd = temporalOptions(new Command('machinemodel-operator'))
+    .description('Kubernetes operator for MachineModel resources; each resource is reconciled by a durable Temporal workflow')
+    .addOption(new Option('--kubeconfig <file>', 'kubeconfig (default: in-cluster, then ~/.kube/config)').env('KUBECONFIG'))
+    .addOption(new Option('--namespaces <list>', 'comma-separated namespaces to watch (default: all)').env('MMO_NAMESPACES').default(''))
+    .addOption(new Option('--role <role>', 'run the informer, the worker, or both').choices(['all', 'worker', 'informer']).env('MMO_ROLE').default('all'))
+    .addOption(new Option('--max-concurrent-activities <n>', 'activity slots').env('MMO_MAX_CONCURRENT_ACTIVITIES').argParser(positiveInt('--max-concurrent-activities')).default(32))
+    .addOption(new Option('--max-concurrent-workflow-tasks <n>', 'workflow task slots').env('MMO_MAX_CONCURRENT_WORKFLOW_TASKS').argParser(positiveInt('--max-concurrent-workflow-tasks')).default(32))
+    .addOption(new Option('--gpu-resource-name <name>', 'extended resource requested for GPUs').env('MMO_GPU_RESOURCE_NAME').default(defaultBuildOptions.gpuResourceName))
+    .addOption(new Option('--cluster-domain <domain>', 'cluster DNS domain used in inference URLs').env('MMO_CLUSTER_DOMAIN').default(defaultBuildOptions.clusterDomain))
+    .addOption(new Option('--progress-deadline <seconds>', 'not Ready this long -> Failed (ProgressDeadlineExceeded)').env('MMO_PROGRESS_DEADLINE_SECONDS').argParser(positiveInt('--progress-deadline')).default(defaultWorkflowConfig.progressDeadlineSeconds))
+    .addOption(new Option('--drift-check <seconds>', 'how often an idle model is checked without any event').env('MMO_DRIFT_CHECK_SECONDS').argParser(positiveInt('--drift-check')).default(defaultWorkflowConfig.driftCheckSeconds))
+    .addOption(new Option('--log-level <level>', 'log level').choices(['trace', 'debug', 'info', 'warn', 'error']).env('LOG_LEVEL').default('info'))
+    .exitOverride()
+    .configureOutput({ writeErr: (s) => process.stderr.write(s) });
+  cmd.parse(argv, { from: 'user' });
+  const o = cmd.opts<TemporalFlags & {
+    kubeconfig?: string;
+    namespaces: string;
+    role: OperatorConfig['role'];
+    maxConcurrentActivities: number;
+    maxConcurrentWorkflowTasks: number;
+    gpuResourceName: string;
+    clusterDomain: string;
+    progressDeadline: number;
+    driftCheck: number;
+    logLevel: string;
+  }>();
+  const namespaces = o.namespaces.split(',').map((s) => s.trim()).filter(Boolean);
+  return {
+    kubeconfig: o.kubeconfig,
+    temporal: temporalConfigFrom(o),
+    namespaces,
+    role: o.role,
+    maxConcurrentActivities: o.maxConcurrentActivities,
+    maxConcurrentWorkflowTasks: o.maxConcurrentWorkflowTasks,
+    build: { ...defaultBuildOptions, gpuResourceName: o.gpuResourceName, clusterDomain: o.clusterDomain },
+    workflow: { progressDeadlineSeconds: o.progressDeadline, driftCheckSeconds: o.driftCheck },
+    logLevel: o.logLevel,
+  };
+}

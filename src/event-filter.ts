@@ -1,0 +1,95 @@
+// Which watch events can change a reconcile's outcome, and which workflow they wake. Pure apart from
+// the memory of what was last seen per object, which a re-list may replay without consequence.
+import { group, kind as modelKind, labels, resyncAnnotation } from './api.js';
+import type { ReconcileHint } from '../workflows/definitions.js';
+
+export type WatchedKind = 'MachineModel' | 'Deployment' | 'Service' | 'HorizontalPodAutoscaler';
+export type WatchEventType = 'added' | 'updated' | 'deleted';
+
+/** Loose view of any watched object: only the fields the filter reads. */
+export interface WatchedObject {
+  metadata?: {
+    name?: string;
+    namespace?: string;
+    uid?: string;
+    generation?: number;
+    resourceVersion?: string;
+    deletionTimestamp?: unknown;
+    finalizers?: string[];
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+    ownerReferences?: { apiVersion: string; kind: string; name: string; uid: string; controller?: boolean }[];
+  };
+  spec?: unknown;
+  status?: {
+    observedGeneration?: number;
+    replicas?: number;
+    readyReplicas?: number;
+    availableReplicas?: number;
+    updatedReplicas?: number;
+    conditions?: { type: string; status: string }[];
+  };
+}
+
+export interface SignalRequest {
+  namespace: string;
+  name: string;
+  /** `reconcile` starts the workflow if needed; `deleted` only tells a running one. */
+  signal: 'reconcile' | 'deleted';
+  hint: ReconcileHint;
+  uid?: string;
+}
+
+/** The MachineModel a watched object belongs to. */
+export function modelKeyOf(kind: WatchedKind, obj: WatchedObject): { namespace: string; name: string } | undefined {
+  const namespace = obj.metadata?.namespace;
+  if (!namespace) return undefined;
+  if (kind === 'MachineModel') return obj.metadata?.name ? { namespace, name: obj.metadata.name } : undefined;
+  const owner = obj.metadata?.ownerReferences?.find((o) => o.controller && o.kind === modelKind && o.apiVersion.startsWith(`${group}/`));
+  const name = owner?.name ?? obj.metadata?.labels?.[labels.instance];
+  return name ? { namespace, name } : undefined;
+}
+
+/**
+ * The fields whose change can change a reconcile's outcome. A MachineModel's own status writes,
+ * labels and annotations (other than the resync annotation) are left out: they would only make
+ * the workflow look again and find nothing to do.
+ */
+export function fingerprint(kind: WatchedKind, obj: WatchedObject): string {
+  const m = obj.metadata ?? {};
+  const common = [m.uid, m.deletionTimestamp ? 'deleting' : ''];
+  const owners = (m.ownerReferences ?? []).map((o) => `${o.kind}/${o.name}/${o.uid}/${o.controller ?? false}`).sort();
+  switch (kind) {
+    case 'MachineModel':
+      return JSON.stringify([...common, m.generation, [...(m.finalizers ?? [])].sort(), m.annotations?.[resyncAnnotation]]);
+    case 'Deployment': {
+      const s = obj.status ?? {};
+      const conditions = (s.conditions ?? []).filter((c) => c.type === 'Available' || c.type === 'Progressing').map((c) => `${c.type}=${c.status}`).sort();
+      return JSON.stringify([...common, m.generation, owners, m.labels, s.observedGeneration, s.replicas, s.readyReplicas, s.availableReplicas, s.updatedReplicas, conditions]);
+    }
+    case 'Service':
+    case 'HorizontalPodAutoscaler':
+      return JSON.stringify([...common, owners, m.labels, obj.spec]);
+  }
+}
+
+/** Remembers the last fingerprint per object and turns relevant events into signal requests. */
+export class ChangeFilter {
+  private readonly seen = new Map<string, string>();
+
+  observe(kind: WatchedKind, type: WatchEventType, obj: WatchedObject): SignalRequest | undefined {
+    const key = modelKeyOf(kind, obj);
+    if (!key) return undefined;
+    const id = `${kind}/${obj.metadata?.namespace}/${obj.metadata?.name}`;
+    const hint: ReconcileHint = { source: kind, event: type, resourceVersion: obj.metadata?.resourceVersion, generation: obj.metadata?.generation };
+    if (type === 'deleted') {
+      this.seen.delete(id);
+      if (kind === 'MachineModel') return { ...key, signal: 'deleted', hint, uid: obj.metadata?.uid };
+      return { ...key, signal: 'reconcile', hint };
+    }
+    const print = fingerprint(kind, obj);
+    if (this.seen.get(id) === print) return undefined;
+    this.seen.set(id, print);
+    return { ...key, signal: 'reconcile', hint };
+  }
+}

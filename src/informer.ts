@@ -1,0 +1,167 @@
+// The thin informer: lists and watches MachineModels and the operator's own children, and turns
+// relevant events into signal requests. It never reconciles.
+//
+// Failure modes of @kubernetes/client-node 1.4's ListWatch that this handles:
+// - any list or watch error (apiserver down, connection reset, 403, 5xx) emits `error` and the
+//   ListWatch stops for good: we restart it with capped exponential backoff;
+// - the watch request sets no timeout, so a silently dead connection would hang forever: the
+//   watch path asks the server to end each watch after `timeoutSeconds`, after which the
+//   ListWatch re-watches from its last resourceVersion (a 410 Gone makes it re-list);
+// - a re-list only reports objects that changed: after a restart every cached MachineModel is
+//   signalled again, so a change missed while disconnected is still looked at.
+import { KubeConfig, KubernetesObjectApi, ListWatch, Watch, type KubernetesObject } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { childSelector, group, plural, version } from './api.js';
+import { ChangeFilter, modelKeyOf, type SignalRequest, type WatchedKind, type WatchedObject } from './event-filter.js';
+
+interface SourceSpec {
+  kind: WatchedKind;
+  apiVersion: string;
+  /** URL path segment of the collection, e.g. apis/apps/v1 + deployments. */
+  prefix: string;
+  resource: string;
+  labelSelector?: string;
+}
+
+const sources: SourceSpec[] = [
+  { kind: 'MachineModel', apiVersion: `${group}/${version}`, prefix: `/apis/${group}/${version}`, resource: plural },
+  { kind: 'Deployment', apiVersion: 'apps/v1', prefix: '/apis/apps/v1', resource: 'deployments', labelSelector: childSelector },
+  { kind: 'Service', apiVersion: 'v1', prefix: '/api/v1', resource: 'services', labelSelector: childSelector },
+  {
+    kind: 'HorizontalPodAutoscaler',
+    apiVersion: 'autoscaling/v2',
+    prefix: '/apis/autoscaling/v2',
+    resource: 'horizontalpodautoscalers',
+    labelSelector: childSelector,
+  },
+];
+
+export interface InformerOptions {
+  /** Namespaces to watch; empty for all. */
+  namespaces: string[];
+  /** Seconds after which the server ends each watch (bounds how long a dead connection goes unnoticed). */
+  watchTimeoutSeconds: number;
+  restartBackoffMs: { initial: number; max: number };
+}
+
+export const defaultInformerOptions: InformerOptions = {
+  namespaces: [],
+  watchTimeoutSeconds: 300,
+  restartBackoffMs: { initial: 500, max: 30_000 },
+};
+
+/** One list+watch of one kind in one namespace (or all), restarted after every failure. */
+class Source {
+  readonly lw: ListWatch<KubernetesObject>;
+  private failures = 0;
+  private restartTimer: NodeJS.Timeout | undefined;
+  private stopped = false;
+  private failedSinceStart = false;
+  /** Resolves after the first successful list. */
+  readonly synced: Promise<void>;
+  private markSynced!: () => void;
+
+  constructor(
+    readonly spec: SourceSpec,
+    readonly namespace: string | undefined,
+    kc: KubeConfig,
+    private readonly opts: InformerOptions,
+    private readonly onEvent: (kind: WatchedKind, type: 'added' | 'updated' | 'deleted', obj: WatchedObject) => void,
+    private readonly onRelisted: (source: Source) => void,
+    private readonly log: Logger,
+  ) {
+    const api = KubernetesObjectApi.makeApiClient(kc);
+    const collection = `${spec.prefix}${namespace ? `/namespaces/${namespace}` : ''}/${spec.resource}`;
+    const watchPath = `${collection}?timeoutSeconds=${opts.watchTimeoutSeconds}&allowWatchBookmarks=true`;
+    const list = () =>
+      api.list(spec.apiVersion, spec.kind, namespace, undefined, undefined, undefined, undefined, spec.labelSelector) as ReturnType<
+        ConstructorParameters<typeof ListWatch<KubernetesObject>>[2]
+      >;
+    this.lw = new ListWatch(watchPath, new Watch(kc), list, false, spec.labelSelector);
+    this.synced = new Promise((resolve) => (this.markSynced = resolve));
+    this.lw.on('add', (o) => this.onEvent(spec.kind, 'added', o as WatchedObject));
+    this.lw.on('update', (o) => this.onEvent(spec.kind, 'updated', o as WatchedObject));
+    this.lw.on('delete', (o) => this.onEvent(spec.kind, 'deleted', o as WatchedObject));
+    this.lw.on('error', (err) => this.failed(err));
+  }
+
+  private get label(): string {
+    return `${this.spec.kind}${this.namespace ? ` in ${this.namespace}` : ''}`;
+  }
+
+  async start(): Promise<void> {
+    this.failedSinceStart = false;
+    await this.lw.start();
+    if (this.failedSinceStart || this.stopped) return;
+    const wasFailing = this.failures > 0;
+    this.failures = 0;
+    this.markSynced();
+    if (wasFailing) {
+      this.log.info({ source: this.label }, 'watch re-established');
+      this.onRelisted(this);
+    }
+  }
+
+  private failed(err: unknown): void {
+    this.failedSinceStart = true;
+    if (this.stopped) return;
+    const delay = Math.min(this.opts.restartBackoffMs.initial * 2 ** this.failures, this.opts.restartBackoffMs.max);
+    this.failures++;
+    this.log.warn({ source: this.label, err: err instanceof Error ? err.message : String(err), retryInMs: delay }, 'list/watch failed; restarting');
+    clearTimeout(this.restartTimer);
+    this.restartTimer = setTimeout(() => void this.start(), delay);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.restartTimer);
+    await this.lw.stop();
+  }
+}
+
+export class Informer {
+  private readonly filter = new ChangeFilter();
+  private readonly sources: Source[];
+  events = 0;
+
+  constructor(
+    kc: KubeConfig,
+    private readonly onSignal: (request: SignalRequest) => void,
+    private readonly log: Logger,
+    opts: Partial<InformerOptions> = {},
+  ) {
+    const o = { ...defaultInformerOptions, ...opts };
+    const namespaces: (string | undefined)[] = o.namespaces.length ? o.namespaces : [undefined];
+    this.sources = sources.flatMap((spec) =>
+      namespaces.map((ns) => new Source(spec, ns, kc, o, (k, t, obj) => this.handle(k, t, obj), (s) => this.relisted(s), log)),
+    );
+  }
+
+  private handle(kind: WatchedKind, type: 'added' | 'updated' | 'deleted', obj: WatchedObject): void {
+    this.events++;
+    const request = this.filter.observe(kind, type, obj);
+    if (request) this.onSignal(request);
+  }
+
+  /** After a reconnect, look again at every model this source knows of. */
+  private relisted(source: Source): void {
+    const keys = new Map<string, { namespace: string; name: string }>();
+    for (const obj of source.lw.list()) {
+      const key = modelKeyOf(source.spec.kind, obj as WatchedObject);
+      if (key) keys.set(`${key.namespace}/${key.name}`, key);
+    }
+    for (const key of keys.values()) {
+      this.onSignal({ ...key, signal: 'reconcile', hint: { source: source.spec.kind, event: 'relisted' } });
+    }
+  }
+
+  /** Starts every list+watch; resolves when each has listed once (failures keep retrying in the background). */
+  async start(): Promise<void> {
+    await Promise.all(this.sources.map((s) => s.start()));
+    await Promise.all(this.sources.map((s) => s.synced));
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(this.sources.map((s) => s.stop()));
+  }
+}

@@ -1,0 +1,88 @@
+// The operator process: the thin informer and the Temporal worker, each optional by role.
+import { fileURLToPath } from 'node:url';
+import { KubeConfig } from '@kubernetes/client-node';
+import { Client } from '@temporalio/client';
+import { Worker } from '@temporalio/worker';
+import type { Logger } from 'pino';
+import { createActivities } from '../activities/index.js';
+import { KubeClient } from '../activities/kube-client.js';
+import type { OperatorConfig } from './config.js';
+import { Informer } from './informer.js';
+import { Signaler } from './signaler.js';
+import { connectClient, connectWorker } from './temporal.js';
+import { workflowSender } from './workflow-client.js';
+
+export const workflowsPath = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
+
+export function loadKubeConfig(file?: string): KubeConfig {
+  const kc = new KubeConfig();
+  if (file) kc.loadFromFile(file);
+  else kc.loadFromDefault();
+  return kc;
+}
+
+export interface RunningOperator {
+  /** Stops watching, delivers or hands back pending work, lets in-flight tasks finish; resolves when stopped. */
+  stop(): Promise<void>;
+  /** Resolves when the worker stops (on its own: a fatal error). */
+  done: Promise<void>;
+  informer?: Informer;
+  signaler?: Signaler;
+}
+
+export async function startOperator(config: OperatorConfig, log: Logger): Promise<RunningOperator> {
+  const kc = loadKubeConfig(config.kubeconfig);
+  const cleanups: (() => Promise<void>)[] = [];
+  let markStopped!: () => void;
+  // Without a worker, the process is done when it is told to stop.
+  let done = new Promise<void>((resolve) => (markStopped = resolve));
+  let informer: Informer | undefined;
+  let signaler: Signaler | undefined;
+
+  if (config.role !== 'informer') {
+    const connection = await connectWorker(config.temporal);
+    const worker = await Worker.create({
+      connection,
+      namespace: config.temporal.namespace,
+      taskQueue: config.temporal.taskQueue,
+      workflowsPath,
+      activities: createActivities({ kube: new KubeClient(kc), build: config.build }),
+      maxConcurrentActivityTaskExecutions: config.maxConcurrentActivities,
+      maxConcurrentWorkflowTaskExecutions: config.maxConcurrentWorkflowTasks,
+      shutdownGraceTime: '10 seconds',
+    });
+    done = worker.run().finally(() => connection.close());
+    cleanups.push(async () => {
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+      await done;
+    });
+    log.info({ taskQueue: config.temporal.taskQueue, namespace: config.temporal.namespace }, 'worker running');
+  }
+
+  if (config.role !== 'worker') {
+    const connection = await connectClient(config.temporal);
+    const client = new Client({ connection, namespace: config.temporal.namespace });
+    signaler = new Signaler(workflowSender(client, { taskQueue: config.temporal.taskQueue, workflow: config.workflow }), log);
+    const s = signaler;
+    informer = new Informer(kc, (r) => s.enqueue(r), log, { namespaces: config.namespaces });
+    const i = informer;
+    // Informer first, so no new work is queued while the signaler drains.
+    cleanups.unshift(async () => {
+      await i.stop();
+      await s.stop();
+      await connection.close();
+    });
+    await informer.start();
+    log.info({ namespaces: config.namespaces.length ? config.namespaces : 'all' }, 'informer synced');
+  }
+
+  return {
+    informer,
+    signaler,
+    done,
+    async stop() {
+      for (const cleanup of cleanups) await cleanup();
+      markStopped();
+    },
+  };
+}

@@ -1,0 +1,52 @@
+// Starting and signalling MachineModel workflows: used by the informer and mmctl.
+import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import { workflowIdFor } from './api.js';
+import type { SignalRequest } from './event-filter.js';
+import { nameAttribute, namespaceAttribute, phaseAttribute } from './search-attributes.js';
+import {
+  deletedSignal,
+  reconcileSignal,
+  workflowType,
+  type MachineModelWorkflowInput,
+  type WorkflowConfig,
+} from '../workflows/definitions.js';
+
+export interface StartSettings {
+  taskQueue: string;
+  workflow: Partial<WorkflowConfig>;
+}
+
+/** Options that start a model's workflow if none runs; its search attributes and summary make it findable. */
+export function startOptions(key: { namespace: string; name: string }, settings: StartSettings) {
+  const input: MachineModelWorkflowInput = { namespace: key.namespace, name: key.name, config: settings.workflow };
+  return {
+    workflowId: workflowIdFor(key.namespace, key.name),
+    taskQueue: settings.taskQueue,
+    args: [input] as [MachineModelWorkflowInput],
+    typedSearchAttributes: [
+      { key: namespaceAttribute, value: key.namespace },
+      { key: nameAttribute, value: key.name },
+      { key: phaseAttribute, value: 'Pending' },
+    ],
+    staticSummary: `MachineModel ${key.namespace}/${key.name}`,
+  };
+}
+
+/** Delivers one informer signal request: `reconcile` with signalWithStart, `deleted` only to a running workflow. */
+export function workflowSender(client: Client, settings: StartSettings) {
+  return async (request: SignalRequest): Promise<void> => {
+    if (request.signal === 'deleted') {
+      try {
+        await client.workflow.getHandle(workflowIdFor(request.namespace, request.name)).signal(deletedSignal, { uid: request.uid });
+      } catch (err) {
+        if (!(err instanceof WorkflowNotFoundError)) throw err;
+      }
+      return;
+    }
+    await client.workflow.signalWithStart(workflowType, {
+      ...startOptions(request, settings),
+      signal: reconcileSignal,
+      signalArgs: [request.hint],
+    });
+  };
+}
