@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
@@ -11,25 +10,11 @@ import { describe, expect, inject, it } from 'vitest';
 import { writeServiceAccountKubeconfig } from '../../deploy/local/kubeconfig.js';
 import { kubectlRun } from '../../deploy/local/stack.js';
 import * as smokeActivities from '../fixtures/smoke-activities.js';
+import { eventually } from '../support/cluster.js';
 
 const stack = inject('stack');
 const kubectl = (...args: string[]) => kubectlRun(stack, args);
 const workflowsPath = fileURLToPath(new URL('../fixtures/smoke-workflows.ts', import.meta.url));
-
-async function eventually<T>(what: string, probe: () => T | undefined, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const v = probe();
-      if (v !== undefined) return v;
-    } catch (err) {
-      last = err;
-    }
-    await sleep(250);
-  }
-  throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-}
 
 describe('Kubernetes control plane', () => {
   const ns = `smoke-${randomUUID().slice(0, 8)}`;

@@ -1,0 +1,137 @@
+import { randomUUID } from 'node:crypto';
+import type { Client } from '@temporalio/client';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { finalizerName, workflowIdFor } from '../../src/api.js';
+import { stateQuery } from '../../workflows/definitions.js';
+import { eventually, kubectlFor } from '../support/cluster.js';
+import { machineModel, seedExample } from '../support/models.js';
+import { installCrds, startOperatorProcess, temporalClient, type OperatorProcess } from '../support/operator-process.js';
+
+const stack = inject('stack');
+const k = kubectlFor(stack);
+let ns: string;
+let operator: OperatorProcess;
+let client: Client;
+
+beforeAll(async () => {
+  installCrds(stack);
+  ns = k.createNamespace('lifecycle');
+  operator = startOperatorProcess(stack, { MMO_NAMESPACES: ns, MMO_TASK_QUEUE: `mmo-${randomUUID()}` }, 'lifecycle');
+  client = await temporalClient(stack);
+});
+
+afterAll(async () => {
+  await operator?.stop();
+  await client?.connection.close();
+});
+
+const phaseOf = (name: string) => k.get('machinemodel', ns, name)?.status?.phase as string | undefined;
+const readyModel = (name: string, timeoutMs = 60_000) =>
+  eventually<any>(`${name} Ready`, () => (phaseOf(name) === 'Ready' ? k.get('machinemodel', ns, name) : undefined), timeoutMs);
+
+describe('operator lifecycle against the real apiserver', () => {
+  it('serves the seed example: children with controller ownerReference, phase Ready, inferenceURL, Events', async () => {
+    k.apply({ ...seedExample, metadata: { ...seedExample.metadata, namespace: ns } });
+    const name = seedExample.metadata.name;
+    const mm = await readyModel(name);
+    expect(mm.metadata.finalizers).toContain(finalizerName);
+    expect(mm.status.inferenceURL).toBe(`http://${name}.${ns}.svc.cluster.local:80`);
+    expect(mm.status.observedGeneration).toBe(mm.metadata.generation);
+    expect(mm.status.conditions.find((c: { type: string }) => c.type === 'Ready').status).toBe('True');
+
+    for (const kind of ['deployment', 'service', 'horizontalpodautoscaler']) {
+      const child = k.get(kind, ns, name);
+      const owner = child.metadata.ownerReferences[0];
+      expect(owner).toMatchObject({ kind: 'MachineModel', name, uid: mm.metadata.uid, controller: true, blockOwnerDeletion: true });
+      expect(child.metadata.labels['app.kubernetes.io/managed-by']).toBe('machinemodel-operator');
+    }
+    const deployment = k.get('deployment', ns, name);
+    const container = deployment.spec.template.spec.containers[0];
+    expect(container.image).toBe('my-registry/image-classifier:v1.2.0');
+    expect(container.resources.limits['nvidia.com/gpu']).toBe('1');
+    expect(container.env).toContainEqual({ name: 'MODEL_PATH', value: '/techblog/en/app/models/image_classifier.pb' });
+    expect(k.get('service', ns, name).spec.ports[0]).toMatchObject({ name: 'http', appProtocol: 'http' });
+    expect(k.get('horizontalpodautoscaler', ns, name).spec).toMatchObject({ minReplicas: 2, maxReplicas: 5 });
+
+    const reasons = await eventually('Created and Ready events', () => {
+      const events = k.list('events', ns).filter((e) => e.involvedObject.name === name && e.involvedObject.kind === 'MachineModel');
+      const r = new Set(events.map((e) => e.reason as string));
+      return r.has('Created') && r.has('Ready') ? r : undefined;
+    });
+    expect([...reasons]).toEqual(expect.arrayContaining(['Created', 'Ready']));
+  });
+
+  it('follows replica bounds: Deployment replicas without an autoscaler, HPA bounds with one', async () => {
+    k.apply(machineModel(ns, 'fixed', { minReplicas: 1, maxReplicas: 1 }));
+    await readyModel('fixed');
+    expect(k.get('horizontalpodautoscaler', ns, 'fixed')).toBeUndefined();
+    k.kubectl('-n', ns, 'patch', 'mm', 'fixed', '--type=merge', '-p', '{"spec":{"minReplicas":3,"maxReplicas":3}}');
+    await eventually('3 replicas', () => (k.get('deployment', ns, 'fixed')?.spec.replicas === 3 ? true : undefined));
+    await eventually('Ready with 3', () => (phaseOf('fixed') === 'Ready' && k.get('machinemodel', ns, 'fixed').status.replicas === 3 ? true : undefined));
+
+    // With an autoscaler the operator sets the HPA's bounds and leaves replicas to it.
+    k.kubectl('-n', ns, 'patch', 'mm', 'fixed', '--type=merge', '-p', '{"spec":{"minReplicas":2,"maxReplicas":6}}');
+    const hpa = await eventually('HPA 2..6', () => {
+      const h = k.get('horizontalpodautoscaler', ns, 'fixed');
+      return h?.spec.minReplicas === 2 && h?.spec.maxReplicas === 6 ? h : undefined;
+    });
+    expect(hpa.spec.scaleTargetRef).toMatchObject({ kind: 'Deployment', name: 'fixed' });
+    // Back to fixed: the HPA goes away.
+    k.kubectl('-n', ns, 'patch', 'mm', 'fixed', '--type=merge', '-p', '{"spec":{"minReplicas":2,"maxReplicas":2}}');
+    await eventually('HPA removed', () => (k.get('horizontalpodautoscaler', ns, 'fixed') === undefined ? true : undefined));
+    await eventually('2 replicas', () => (k.get('deployment', ns, 'fixed')?.spec.replicas === 2 ? true : undefined));
+  });
+
+  it('restores drift: kubectl scale to 0 and kubectl delete deployment', async () => {
+    k.apply(machineModel(ns, 'drift', { minReplicas: 2, maxReplicas: 2 }));
+    await readyModel('drift');
+    k.kubectl('-n', ns, 'scale', 'deployment', 'drift', '--replicas=0');
+    await eventually('replicas restored to 2', () => {
+      const d = k.get('deployment', ns, 'drift');
+      return d?.spec.replicas === 2 && d.status.readyReplicas === 2 ? true : undefined;
+    });
+    const oldUid = k.get('deployment', ns, 'drift').metadata.uid;
+    k.kubectl('-n', ns, 'delete', 'deployment', 'drift', '--wait=true');
+    const recreated = await eventually('Deployment recreated', () => {
+      const d = k.get('deployment', ns, 'drift');
+      return d && d.metadata.uid !== oldUid ? d : undefined;
+    });
+    expect(recreated.metadata.ownerReferences[0].kind).toBe('MachineModel');
+    await readyModel('drift');
+  });
+
+  it('runs the finalizer on deletion: children collected, workflow completed', async () => {
+    k.apply(machineModel(ns, 'doomed'));
+    await readyModel('doomed');
+    k.kubectl('-n', ns, 'delete', 'mm', 'doomed', '--wait=true', '--timeout=60s');
+    expect(k.get('machinemodel', ns, 'doomed')).toBeUndefined();
+    await eventually('children garbage-collected', () =>
+      k.get('deployment', ns, 'doomed') === undefined && k.get('service', ns, 'doomed') === undefined ? true : undefined,
+    );
+    const handle = client.workflow.getHandle(workflowIdFor(ns, 'doomed'));
+    await eventually('workflow completed', async () => ((await handle.describe()).status.name === 'COMPLETED' ? true : undefined));
+  });
+
+  it('answers a manual resync through the reconcileNow update with the outcome', async () => {
+    k.apply(machineModel(ns, 'manual'));
+    await readyModel('manual');
+    const handle = client.workflow.getHandle(workflowIdFor(ns, 'manual'));
+    const before = (await handle.query(stateQuery)).rounds;
+    const outcome = await handle.executeUpdate('reconcileNow', { args: [{ requestedBy: 'test' }] });
+    expect(outcome).toMatchObject({ phase: 'Ready', finished: false });
+    expect((outcome as { round: number }).round).toBeGreaterThan(before);
+  });
+
+  it('never touches a Deployment someone else owns, and says so', async () => {
+    k.kubectl('-n', ns, 'create', 'deployment', 'taken', '--image=registry.example.com/other:1');
+    k.apply(machineModel(ns, 'taken'));
+    const ready = await eventually('Failed with NotOwned', () => {
+      const c = k.get('machinemodel', ns, 'taken')?.status?.conditions?.find((x: { type: string }) => x.type === 'Ready');
+      return c?.reason === 'NotOwned' ? c : undefined;
+    });
+    expect(phaseOf('taken')).toBe('Failed');
+    expect(ready.message).toContain(`Deployment ${ns}/taken exists and is not owned by this MachineModel`);
+    expect(k.get('deployment', ns, 'taken').spec.template.spec.containers[0].image).toBe('registry.example.com/other:1');
+    expect(k.get('service', ns, 'taken')).toBeUndefined();
+  });
+});

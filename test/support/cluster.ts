@@ -1,0 +1,47 @@
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { kubectlRun, type StackInfo } from '../../deploy/local/stack.js';
+
+/** kubectl against the test stack, as a user would run it. */
+export function kubectlFor(stack: StackInfo) {
+  const kubectl = (...args: string[]) => kubectlRun(stack, args);
+  return {
+    kubectl,
+    apply: (objects: object | object[]) =>
+      kubectlRun(stack, ['apply', '-f', '-'], JSON.stringify(Array.isArray(objects) ? { apiVersion: 'v1', kind: 'List', items: objects } : objects)),
+    /** The object as JSON, or undefined when it does not exist. */
+    get<T = any>(kind: string, namespace: string, name: string): T | undefined {
+      try {
+        return JSON.parse(kubectlRun(stack, ['-n', namespace, 'get', kind, name, '-o', 'json'])) as T;
+      } catch (err) {
+        if (String((err as { stderr?: string }).stderr ?? err).includes('NotFound')) return undefined;
+        throw err;
+      }
+    },
+    list<T = any>(kind: string, namespace: string, selector?: string): T[] {
+      const args = ['-n', namespace, 'get', kind, '-o', 'json', ...(selector ? ['-l', selector] : [])];
+      return (JSON.parse(kubectlRun(stack, args)) as { items: T[] }).items;
+    },
+    createNamespace(prefix: string): string {
+      const ns = `${prefix}-${randomUUID().slice(0, 8)}`;
+      kubectlRun(stack, ['create', 'namespace', ns]);
+      return ns;
+    },
+  };
+}
+
+/** Polls until `probe` returns a value other than undefined (errors count as "not yet"). */
+export async function eventually<T>(what: string, probe: () => T | undefined | Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const v = await probe();
+      if (v !== undefined) return v;
+    } catch (err) {
+      last = err;
+    }
+    await sleep(200);
+  }
+  throw new Error(`timed out after ${timeoutMs / 1000}s waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+}

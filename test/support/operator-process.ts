@@ -1,0 +1,62 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Client, Connection } from '@temporalio/client';
+import { kubectlRun, type StackInfo } from '../../deploy/local/stack.js';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+
+export function installCrds(stack: StackInfo): void {
+  kubectlRun(stack, ['apply', '--server-side', '-f', path.join(root, 'crds')]);
+  kubectlRun(stack, ['wait', '--for=condition=Established', 'crd/machinemodels.stable.example.com', '--timeout=30s']);
+}
+
+export interface OperatorProcess {
+  child: ChildProcess;
+  /** SIGTERM and wait; resolves with the exit code. */
+  stop(): Promise<number | null>;
+  /** SIGKILL: no chance to clean up, as when a node dies. */
+  kill(): Promise<void>;
+  logFile: string;
+}
+
+/** Runs the real operator entry point as a separate process, as it runs in production. */
+export function startOperatorProcess(stack: StackInfo, env: Record<string, string>, name = 'operator'): OperatorProcess {
+  const logDir = path.join(stack.stateDir, 'logs');
+  mkdirSync(logDir, { recursive: true });
+  const logFile = path.join(logDir, `${name}-${Date.now()}.log`);
+  const log = createWriteStream(logFile);
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'src/main.ts')], {
+    cwd: root,
+    env: {
+      ...process.env,
+      KUBECONFIG: stack.kubeconfig,
+      TEMPORAL_ADDRESS: stack.temporalAddress,
+      TEMPORAL_NAMESPACE: stack.temporalNamespace,
+      LOG_LEVEL: 'info',
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  child.stdout?.pipe(log);
+  child.stderr?.pipe(log);
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return {
+    child,
+    logFile,
+    async stop() {
+      child.kill('SIGTERM');
+      return exited;
+    },
+    async kill() {
+      child.kill('SIGKILL');
+      await exited;
+    },
+  };
+}
+
+export async function temporalClient(stack: StackInfo): Promise<Client> {
+  const connection = await Connection.connect({ address: stack.temporalAddress });
+  return new Client({ connection, namespace: stack.temporalNamespace });
+}
