@@ -33,6 +33,8 @@ export interface WorkflowConfig {
   readinessRecheckSeconds: { initial: number; max: number };
   /** Continue-as-new after this many rounds, whatever the server suggests earlier. */
   maxRoundsPerRun: number;
+  /** Rounds start at least this far apart, so a burst of changes costs a few rounds, not one each. */
+  minRoundIntervalMs: number;
 }
 
 export const defaultWorkflowConfig: WorkflowConfig = {
@@ -40,6 +42,7 @@ export const defaultWorkflowConfig: WorkflowConfig = {
   driftCheckSeconds: 600,
   readinessRecheckSeconds: { initial: 2, max: 60 },
   maxRoundsPerRun: 100,
+  minRoundIntervalMs: 1000,
 };
 
 /** What one round did and found; returned by reconcileNow and kept in the state. */

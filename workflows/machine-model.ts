@@ -8,6 +8,7 @@ import {
   continueAsNew,
   proxyActivities,
   setCurrentDetails,
+  sleep,
   setHandler,
   upsertMemo,
   upsertSearchAttributes,
@@ -33,7 +34,8 @@ import {
 } from './definitions.js';
 
 const activityOptions: ActivityOptions = {
-  startToCloseTimeout: '30 seconds',
+  // Each activity is one or a few API calls; a short limit lets a crashed worker's tasks move on quickly.
+  startToCloseTimeout: '20 seconds',
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '30 seconds' },
 };
 const k8s = proxyActivities<Activities>(activityOptions);
@@ -63,6 +65,7 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
   let nextCheckSeconds = input.nextCheckSeconds ?? 0;
   let roundInProgress = false;
   let finished = false;
+  let lastRoundEndedAt = 0;
 
   const wake = () => {
     state.signals++;
@@ -161,10 +164,15 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
         summary: state.phase === 'Ready' ? 'idle: wait for a change or the drift check' : 'wait for readiness or a change',
       });
     }
+    const sinceLast = Date.now() - lastRoundEndedAt;
+    if (sinceLast < cfg.minRoundIntervalMs) {
+      await sleep(cfg.minRoundIntervalMs - sinceLast, { summary: 'rate limit: let a burst of changes coalesce' });
+    }
     dirty = false;
     roundInProgress = true;
     const { nextCheckSeconds: next, ...outcome } = await round();
     roundInProgress = false;
+    lastRoundEndedAt = Date.now();
     nextCheckSeconds = next;
     state.lastOutcome = outcome;
     setCurrentDetails(
