@@ -1,0 +1,41 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { parseOperatorConfig } from '../../src/config.js';
+
+const saved = { ...process.env };
+afterEach(() => {
+  process.env = { ...saved };
+});
+
+describe('parseOperatorConfig', () => {
+  it('has production defaults', () => {
+    delete process.env.TEMPORAL_ADDRESS;
+    delete process.env.MMO_NAMESPACES;
+    const c = parseOperatorConfig([]);
+    expect(c.temporal).toMatchObject({ address: '127.0.0.1:7233', namespace: 'default', taskQueue: 'machinemodel-operator' });
+    expect(c.namespaces).toEqual([]);
+    expect(c.role).toBe('all');
+    expect(c.workflow).toEqual({ progressDeadlineSeconds: 600, driftCheckSeconds: 600 });
+  });
+
+  it('takes environment variables, and flags over them', () => {
+    process.env.MMO_NAMESPACES = 'a, b';
+    process.env.MMO_TASK_QUEUE = 'q-env';
+    const c = parseOperatorConfig(['--task-queue', 'q-flag', '--progress-deadline', '30']);
+    expect(c.namespaces).toEqual(['a', 'b']);
+    expect(c.temporal.taskQueue).toBe('q-flag');
+    expect(c.workflow.progressDeadlineSeconds).toBe(30);
+  });
+
+  it('turns TLS on for an API key, which comes only from the environment', () => {
+    process.env.TEMPORAL_API_KEY = 'secret-key';
+    const c = parseOperatorConfig([]);
+    expect(c.temporal.apiKey).toBe('secret-key');
+    expect(c.temporal.tls).toBeDefined();
+  });
+
+  it('rejects bad values with a message naming the flag', () => {
+    expect(() => parseOperatorConfig(['--progress-deadline', 'soon'])).toThrow(/--progress-deadline must be a whole number/);
+    expect(() => parseOperatorConfig(['--role', 'boss'])).toThrow(/role/);
+    expect(() => parseOperatorConfig(['--temporal-tls-cert', '/c.pem'])).toThrow(/go together/);
+  });
+});

@@ -1,0 +1,53 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { pino } from 'pino';
+import { describe, expect, it } from 'vitest';
+import type { SignalRequest } from '../../src/event-filter.js';
+import { merge, Signaler } from '../../src/signaler.js';
+
+const req = (name: string, signal: SignalRequest['signal'] = 'reconcile', rv = '1'): SignalRequest => ({
+  namespace: 'ns',
+  name,
+  signal,
+  hint: { source: 'MachineModel', event: 'updated', resourceVersion: rv },
+});
+const quiet = pino({ level: 'silent' });
+
+describe('Signaler', () => {
+  it('coalesces requests for one model while a delivery is in flight', async () => {
+    const sent: string[] = [];
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const s = new Signaler(async (r) => {
+      sent.push(`${r.name}@${r.hint.resourceVersion}`);
+      if (sent.length === 1) await gate;
+    }, quiet, { concurrency: 1, backoffMs: { initial: 1, max: 1 } });
+    s.enqueue(req('a', 'reconcile', '1'));
+    for (let i = 2; i <= 50; i++) s.enqueue(req('a', 'reconcile', String(i)));
+    release();
+    await s.idle();
+    expect(sent).toEqual(['a@1', 'a@50']);
+  });
+
+  it('keeps requests while Temporal is unreachable and delivers them when it returns', async () => {
+    let up = false;
+    const delivered = new Set<string>();
+    const s = new Signaler(async (r) => {
+      if (!up) throw new Error('connection refused');
+      delivered.add(r.name);
+    }, quiet, { concurrency: 4, backoffMs: { initial: 5, max: 20 } });
+    for (const n of ['a', 'b', 'c', 'd', 'e', 'f']) s.enqueue(req(n));
+    await sleep(60);
+    expect(delivered.size).toBe(0);
+    expect(s.pendingCount).toBeGreaterThan(0);
+    up = true;
+    await s.idle();
+    expect([...delivered].sort()).toEqual(['a', 'b', 'c', 'd', 'e', 'f']);
+    expect(s.failures).toBeGreaterThan(0);
+  });
+
+  it('lets a reconcile win over a deleted for the same name (the object may have been recreated)', () => {
+    expect(merge(req('a', 'reconcile'), req('a', 'deleted')).signal).toBe('reconcile');
+    expect(merge(req('a', 'deleted'), req('a', 'reconcile')).signal).toBe('reconcile');
+    expect(merge(undefined, req('a', 'deleted')).signal).toBe('deleted');
+  });
+});

@@ -1,0 +1,88 @@
+import { describe, expect, it } from 'vitest';
+import { decideProgress } from '../../src/progress.js';
+import { computeStatus, isReady, setCondition, statusDiffers, type Readiness } from '../../src/status.js';
+
+const readiness = (ready: number, desired = 2): Readiness => ({
+  found: true,
+  desiredReplicas: desired,
+  replicas: desired,
+  readyReplicas: ready,
+  availableReplicas: ready,
+  updatedReplicas: desired,
+  observedLatest: true,
+  available: { status: ready >= desired ? 'True' : 'False', reason: 'MinimumReplicasAvailable', message: '' },
+});
+
+describe('computeStatus', () => {
+  it('reports Ready with conditions, replicas, URL and observed generation', () => {
+    const s = computeStatus(undefined, { generation: 3, verdict: { kind: 'ready' }, readiness: readiness(2), inferenceURL: 'http://m', now: 't1' });
+    expect(s).toMatchObject({ phase: 'Ready', replicas: 2, observedGeneration: 3, inferenceURL: 'http://m' });
+    expect(s.conditions?.find((c) => c.type === 'Ready')).toMatchObject({ status: 'True', reason: 'ModelReady', lastTransitionTime: 't1' });
+    expect(s.conditions?.find((c) => c.type === 'Available')).toMatchObject({ status: 'True' });
+  });
+
+  it('keeps lastTransitionTime while a condition keeps its status', () => {
+    const first = computeStatus(undefined, { generation: 1, verdict: { kind: 'progressing' }, readiness: readiness(0), now: 't1' });
+    const second = computeStatus(first, { generation: 1, verdict: { kind: 'progressing' }, readiness: readiness(1), now: 't2' });
+    expect(second.conditions?.find((c) => c.type === 'Ready')?.lastTransitionTime).toBe('t1');
+    const third = computeStatus(second, { generation: 1, verdict: { kind: 'ready' }, readiness: readiness(2), now: 't3' });
+    expect(third.conditions?.find((c) => c.type === 'Ready')?.lastTransitionTime).toBe('t3');
+  });
+
+  it('says why it failed', () => {
+    const s = computeStatus(undefined, { generation: 1, verdict: { kind: 'deadline-exceeded', deadlineSeconds: 600 }, readiness: readiness(0), now: 't' });
+    expect(s.phase).toBe('Failed');
+    expect(s.conditions?.find((c) => c.type === 'Ready')).toMatchObject({ reason: 'ProgressDeadlineExceeded' });
+    const f = computeStatus(undefined, { generation: 1, verdict: { kind: 'failed', reason: 'InvalidSpec', message: 'spec.image is required' }, now: 't' });
+    expect(f.conditions?.find((c) => c.type === 'Ready')).toMatchObject({ status: 'False', reason: 'InvalidSpec', message: 'spec.image is required' });
+    expect(f.conditions?.find((c) => c.type === 'Available')).toMatchObject({ status: 'Unknown', reason: 'DeploymentNotFound' });
+  });
+
+  it('detects when nothing would change', () => {
+    const a = computeStatus(undefined, { generation: 1, verdict: { kind: 'ready' }, readiness: readiness(2), now: 't1' });
+    const b = computeStatus(a, { generation: 1, verdict: { kind: 'ready' }, readiness: readiness(2), now: 't2' });
+    expect(statusDiffers(a, b)).toBe(false);
+    expect(statusDiffers(a, computeStatus(a, { generation: 2, verdict: { kind: 'ready' }, readiness: readiness(2), now: 't2' }))).toBe(true);
+  });
+
+  it('adds conditions in order and replaces by type', () => {
+    const c = setCondition([], { type: 'A', status: 'True', reason: 'r', message: '' }, 't1');
+    expect(setCondition(c, { type: 'A', status: 'False', reason: 'r2', message: '' }, 't2')).toEqual([
+      { type: 'A', status: 'False', reason: 'r2', message: '', lastTransitionTime: 't2' },
+    ]);
+  });
+});
+
+describe('isReady', () => {
+  it('needs the latest spec observed, all replicas updated and ready, and Available', () => {
+    expect(isReady(readiness(2))).toBe(true);
+    expect(isReady(readiness(1))).toBe(false);
+    expect(isReady({ ...readiness(2), observedLatest: false })).toBe(false);
+    expect(isReady({ ...readiness(2), updatedReplicas: 1 })).toBe(false);
+    expect(isReady(undefined)).toBe(false);
+  });
+});
+
+describe('decideProgress', () => {
+  const cfg = { progressDeadlineSeconds: 600, driftCheckSeconds: 600, readinessRecheckSeconds: { initial: 2, max: 60 } };
+
+  it('backs off while progressing, never past the deadline', () => {
+    let s = { notReadyChecks: 0 } as { progressStartedAt?: number; notReadyChecks: number };
+    const waits: number[] = [];
+    for (let t = 0; t < 5; t++) {
+      const d = decideProgress(s, false, 1000 * t, cfg);
+      waits.push(d.nextCheckSeconds);
+      s = d;
+    }
+    expect(waits).toEqual([2, 4, 8, 16, 32]);
+    expect(decideProgress({ progressStartedAt: 0, notReadyChecks: 9 }, false, 595_000, cfg).nextCheckSeconds).toBe(5);
+  });
+
+  it('fails past the deadline and recovers when ready', () => {
+    const late = decideProgress({ progressStartedAt: 0, notReadyChecks: 3 }, false, 600_000, cfg);
+    expect(late.verdict).toEqual({ kind: 'deadline-exceeded', deadlineSeconds: 600 });
+    const ok = decideProgress(late, true, 700_000, cfg);
+    expect(ok).toMatchObject({ verdict: { kind: 'ready' }, notReadyChecks: 0, nextCheckSeconds: 600 });
+    expect(ok.progressStartedAt).toBeUndefined();
+  });
+});
