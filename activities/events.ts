@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { log } from '@temporalio/activity';
 import { apiVersion, kind, type ModelRef } from '../src/api.js';
 import type { ActivityDeps } from './deps.js';
-import { apiMessage } from './kube-client.js';
+import { apiMessage } from '../src/kube-errors.js';
 
 export type EventType = 'Normal' | 'Warning';
 

@@ -2,7 +2,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { finalizerName, type ModelRef } from '../src/api.js';
 import type { ActivityDeps } from './deps.js';
 import { classify } from './errors.js';
-import { apiStatus } from './kube-client.js';
+import { apiStatus } from '../src/kube-errors.js';
 
 // Finalizer changes are JSON patches that first test the uid and resourceVersion: they never touch a
 // newer object of the same name, and never overwrite a finalizer list someone else just changed

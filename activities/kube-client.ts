@@ -1,5 +1,4 @@
 import {
-  ApiException,
   CoreV1Api,
   CustomObjectsApi,
   KubeConfig,
@@ -8,6 +7,7 @@ import {
   setHeaderOptions,
   type KubernetesObject,
 } from '@kubernetes/client-node';
+import { apiStatus } from '../src/kube-errors.js';
 import { fieldManager, group, plural, version, type MachineModel, type MachineModelStatus } from '../src/api.js';
 
 /** The Kubernetes calls the activities make, in one place. */
@@ -67,29 +67,5 @@ export class KubeClient {
     } catch (err) {
       if (apiStatus(err) !== 404) throw err;
     }
-  }
-}
-
-/** The HTTP status of a failed API call, or undefined for network errors. */
-export function apiStatus(err: unknown): number | undefined {
-  return err instanceof ApiException ? err.code : undefined;
-}
-
-/** The apiserver's own message (metav1.Status.message) rather than the client's dump of the response. */
-export function apiMessage(err: unknown): string {
-  if (err instanceof ApiException) {
-    const body: unknown = typeof err.body === 'string' ? safeParse(err.body) : err.body;
-    const message = (body as { message?: unknown } | undefined)?.message;
-    if (typeof message === 'string') return message;
-    return `HTTP ${err.code}`;
-  }
-  return err instanceof Error ? err.message : String(err);
-}
-
-function safeParse(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return { message: text };
   }
 }

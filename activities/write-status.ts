@@ -2,7 +2,7 @@ import type { Condition, MachineModelStatus, ModelRef, Phase } from '../src/api.
 import { computeStatus, statusDiffers, type StatusInput } from '../src/status.js';
 import type { ActivityDeps } from './deps.js';
 import { classify } from './errors.js';
-import { apiStatus } from './kube-client.js';
+import { apiStatus } from '../src/kube-errors.js';
 import { recordEvent } from './events.js';
 
 export type WriteStatusInput = Omit<StatusInput, 'now'>;

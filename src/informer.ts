@@ -12,6 +12,7 @@
 import { KubeConfig, KubernetesObjectApi, ListWatch, Watch, type KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { childSelector, group, plural, version } from './api.js';
+import { apiMessage } from './kube-errors.js';
 import { ChangeFilter, modelKeyOf, type SignalRequest, type WatchedKind, type WatchedObject } from './event-filter.js';
 
 interface SourceSpec {
@@ -107,7 +108,7 @@ class Source {
     if (this.stopped) return;
     const delay = Math.min(this.opts.restartBackoffMs.initial * 2 ** this.failures, this.opts.restartBackoffMs.max);
     this.failures++;
-    this.log.warn({ source: this.label, err: err instanceof Error ? err.message : String(err), retryInMs: delay }, 'list/watch failed; restarting');
+    this.log.warn({ source: this.label, err: apiMessage(err), retryInMs: delay }, 'list/watch failed; restarting');
     clearTimeout(this.restartTimer);
     this.restartTimer = setTimeout(() => void this.start(), delay);
   }

@@ -1,9 +1,9 @@
 // Entry point of the operator: `tsx src/main.ts [flags]` (see --help).
 import { CommanderError } from 'commander';
-import { DefaultLogger, Runtime, type LogLevel } from '@temporalio/worker';
 import { parseOperatorConfig } from './config.js';
 import { createLogger } from './logger.js';
 import { startOperator } from './operator.js';
+import { installRuntime, shutdownRequested } from './runtime.js';
 
 async function main(): Promise<number> {
   let config;
@@ -14,24 +14,10 @@ async function main(): Promise<number> {
     throw err;
   }
   const log = createLogger(config.logLevel);
-  // The SDK's logs go through the same logger; shutdown signals are ours, so the informer stops first.
-  Runtime.install({
-    logger: new DefaultLogger((config.logLevel === 'trace' ? 'TRACE' : config.logLevel.toUpperCase()) as LogLevel, (entry) => {
-      const level = entry.level === 'TRACE' ? 'trace' : (entry.level.toLowerCase() as 'debug' | 'info' | 'warn' | 'error');
-      log[level]({ sdk: true, ...entry.meta }, entry.message);
-    }),
-    shutdownSignals: [],
-  });
+  installRuntime(log, config.logLevel);
   const operator = await startOperator(config, log);
-  let stopping: Promise<void> | undefined;
-  const stop = (signal: string) => {
-    log.info({ signal }, 'shutting down');
-    stopping ??= operator.stop();
-  };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
-  await operator.done;
-  await stopping;
+  // The informer stops first, so no new work is queued while in-flight tasks finish.
+  await Promise.race([operator.done, shutdownRequested(log).then(() => operator.stop())]);
   log.info('stopped');
   return 0;
 }

@@ -1,0 +1,21 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Worker } from '@temporalio/worker';
+import { describe, expect, it } from 'vitest';
+
+const dir = fileURLToPath(new URL('../histories', import.meta.url));
+const files = readdirSync(dir).filter((f) => f.endsWith('.json'));
+const workflowsPath = fileURLToPath(new URL('../../workflows/index.ts', import.meta.url));
+
+describe('replay of recorded histories', () => {
+  it('has histories to replay', () => {
+    expect(files.length).toBeGreaterThanOrEqual(3);
+  });
+
+  it.each(files)('replays %s deterministically with the current workflow code', async (file) => {
+    // The SDK accepts the CLI's JSON form of a history (`temporal workflow show -o json`) as is.
+    const history: unknown = JSON.parse(readFileSync(path.join(dir, file), 'utf8'));
+    await Worker.runReplayHistory({ workflowsPath }, history, `replay-${file}`);
+  });
+});
