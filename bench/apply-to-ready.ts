@@ -3,7 +3,7 @@
 // prints the median and p90 of each. Usage: npm run bench [-- <samples>]
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
-import { KubeConfig, Watch } from '@kubernetes/client-node';
+import { AppsV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
 import { cacheRoot } from '../deploy/local/components.js';
 import { down, kubectlRun, up } from '../deploy/local/stack.js';
 import { machineModel } from '../test/support/models.js';
@@ -26,23 +26,23 @@ async function main(): Promise<void> {
     const operator = startOperatorProcess(stack, { MMO_NAMESPACES: ns, MMO_TASK_QUEUE: `bench-${randomUUID()}`, LOG_LEVEL: 'warn' }, 'bench');
     const kc = new KubeConfig();
     kc.loadFromFile(stack.kubeconfig);
-    const deploymentSeen = new Map<string, number>();
-    const readySeen = new Map<string, number>();
-    const watch = new Watch(kc);
-    const w1 = await watch.watch(`/apis/apps/v1/namespaces/${ns}/deployments`, {}, (type, obj: { metadata: { name: string } }) => {
-      if (type === 'ADDED' && !deploymentSeen.has(obj.metadata.name)) deploymentSeen.set(obj.metadata.name, performance.now());
-    }, () => undefined);
-    const w2 = await watch.watch(`/apis/stable.example.com/v1/namespaces/${ns}/machinemodels`, {}, (_t, obj: { metadata: { name: string }; status?: { phase?: string } }) => {
-      if (obj.status?.phase === 'Ready' && !readySeen.has(obj.metadata.name)) readySeen.set(obj.metadata.name, performance.now());
-    }, () => undefined);
+    const apps = kc.makeApiClient(AppsV1Api);
+    const custom = kc.makeApiClient(CustomObjectsApi);
 
-    // One warm-up model: the worker bundles its workflow code and the caches fill.
+    // Polls the API every 10 ms (a watch can miss events right after the CRD is installed).
     const run = async (name: string) => {
       const applied = performance.now();
       kubectlRun(stack, ['apply', '-f', '-'], JSON.stringify(machineModel(ns, name, { minReplicas: 2, maxReplicas: 2 })));
-      while (!readySeen.has(name)) await new Promise((r) => setTimeout(r, 10));
-      return { created: deploymentSeen.get(name)! - applied, ready: readySeen.get(name)! - applied };
+      let created: number | undefined;
+      while (performance.now() - applied < 60_000) {
+        if (created === undefined && (await apps.readNamespacedDeployment({ namespace: ns, name }).catch(() => undefined))) created = performance.now() - applied;
+        const mm = (await custom.getNamespacedCustomObject({ group: 'stable.example.com', version: 'v1', namespace: ns, plural: 'machinemodels', name })) as { status?: { phase?: string } };
+        if (mm.status?.phase === 'Ready' && created !== undefined) return { created, ready: performance.now() - applied };
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      throw new Error(`${name} not Ready within 60s`);
     };
+    // One warm-up model: the worker bundles its workflow code and the caches fill.
     await run('warmup');
     const created: number[] = [];
     const ready: number[] = [];
@@ -51,8 +51,6 @@ async function main(): Promise<void> {
       created.push(r.created);
       ready.push(r.ready);
     }
-    w1.abort();
-    w2.abort();
     await operator.stop();
     const fmt = (xs: number[]) => `median ${quantile(xs, 0.5).toFixed(0)} ms, p90 ${quantile(xs, 0.9).toFixed(0)} ms`;
     console.log(`samples: ${samples} (2 replicas each, one model at a time, KWOK node)`);
