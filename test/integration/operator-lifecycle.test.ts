@@ -1,4 +1,6 @@
+import { execFileSync, spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { finalizerName, workflowIdFor } from '../../src/api.js';
@@ -8,15 +10,17 @@ import { machineModel, seedExample } from '../support/models.js';
 import { installCrds, startOperatorProcess, temporalClient, type OperatorProcess } from '../support/operator-process.js';
 
 const stack = inject('stack');
+const mmctl = fileURLToPath(new URL('../../src/mmctl.ts', import.meta.url));
 const k = kubectlFor(stack);
 let ns: string;
 let operator: OperatorProcess;
 let client: Client;
+const taskQueue = `mmo-${randomUUID()}`;
 
 beforeAll(async () => {
   installCrds(stack);
   ns = k.createNamespace('lifecycle');
-  operator = startOperatorProcess(stack, { MMO_NAMESPACES: ns, MMO_TASK_QUEUE: `mmo-${randomUUID()}` }, 'lifecycle');
+  operator = startOperatorProcess(stack, { MMO_NAMESPACES: ns, MMO_TASK_QUEUE: taskQueue }, 'lifecycle');
   client = await temporalClient(stack);
 });
 
@@ -120,6 +124,25 @@ describe('operator lifecycle against the real apiserver', () => {
     const outcome = await handle.executeUpdate('reconcileNow', { args: [{ requestedBy: 'test' }] });
     expect(outcome).toMatchObject({ phase: 'Ready', finished: false });
     expect((outcome as { round: number }).round).toBeGreaterThan(before);
+  });
+
+  it('resyncs on the resync annotation and through mmctl', async () => {
+    k.apply(machineModel(ns, 'nudge'));
+    await readyModel('nudge');
+    const handle = client.workflow.getHandle(workflowIdFor(ns, 'nudge'));
+    const before = (await handle.query(stateQuery)).rounds;
+    k.kubectl('-n', ns, 'annotate', 'mm', 'nudge', 'stable.example.com/resync=first');
+    await eventually('a round after the annotation', async () => ((await handle.query(stateQuery)).rounds > before ? true : undefined));
+
+    const env = { ...process.env, TEMPORAL_ADDRESS: stack.temporalAddress, MMO_TASK_QUEUE: taskQueue };
+    const out = execFileSync(process.execPath, ['--import', 'tsx', mmctl, 'resync', `${ns}/nudge`, '--wait'], { env, encoding: 'utf8' });
+    expect(out).toMatch(new RegExp(`${ns}/nudge: round \\d+, phase Ready`));
+    expect(out).toContain('Ready=True ModelReady');
+
+    const bad = spawnSync(process.execPath, ['--import', 'tsx', mmctl, 'resync', 'no-slash'], { env, encoding: 'utf8' });
+    expect(bad.status).not.toBe(0);
+    expect(bad.stderr).toContain('expected <namespace>/<name>');
+    expect(bad.stderr).not.toMatch(/\n\s+at /);
   });
 
   it('never touches a Deployment someone else owns, and says so', async () => {

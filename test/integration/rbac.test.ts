@@ -1,0 +1,58 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { writeServiceAccountKubeconfig } from '../../deploy/local/kubeconfig.js';
+import { kubectlRun } from '../../deploy/local/stack.js';
+import { eventually, kubectlFor } from '../support/cluster.js';
+import { machineModel } from '../support/models.js';
+import { installCrds, startOperatorProcess, type OperatorProcess } from '../support/operator-process.js';
+
+const stack = inject('stack');
+const k = kubectlFor(stack);
+const manifests = fileURLToPath(new URL('../../deploy/operator/', import.meta.url));
+let operator: OperatorProcess;
+let ns: string;
+let saKubeconfig: string;
+
+beforeAll(() => {
+  installCrds(stack);
+  for (const f of ['namespace.yaml', 'serviceaccount.yaml', 'rbac.yaml']) k.kubectl('apply', '-f', path.join(manifests, f));
+  saKubeconfig = path.join(mkdtempSync(path.join(os.tmpdir(), 'mmo-sa-')), 'kubeconfig');
+  writeServiceAccountKubeconfig({
+    kubectl: stack.binaries.kubectl,
+    adminKubeconfig: stack.kubeconfig,
+    namespace: 'machinemodel-system',
+    serviceAccount: 'machinemodel-operator',
+    file: saKubeconfig,
+  });
+  ns = k.createNamespace('rbac');
+  operator = startOperatorProcess({ ...stack, kubeconfig: saKubeconfig }, { MMO_NAMESPACES: ns, MMO_TASK_QUEUE: `mmo-${randomUUID()}` }, 'rbac');
+});
+
+afterAll(async () => {
+  await operator?.stop();
+});
+
+describe('the operator as its own ServiceAccount under deploy/operator/rbac.yaml', () => {
+  it('is not an administrator', () => {
+    expect(() => kubectlRun({ ...stack, kubeconfig: saKubeconfig }, ['-n', ns, 'get', 'secrets'])).toThrow(/forbidden/);
+  });
+
+  it('reconciles a model to Ready and runs its finalizer on deletion', async () => {
+    k.apply(machineModel(ns, 'least-privilege', { minReplicas: 1, maxReplicas: 3 }));
+    const mm = await eventually('Ready', () => {
+      const m = k.get('machinemodel', ns, 'least-privilege');
+      return m?.status?.phase === 'Ready' ? m : undefined;
+    }, 60_000);
+    expect(k.get('horizontalpodautoscaler', ns, 'least-privilege').metadata.ownerReferences[0].uid).toBe(mm.metadata.uid);
+    const events = k.list('events', ns).filter((e) => e.involvedObject.name === 'least-privilege').map((e) => e.reason);
+    expect(events).toContain('Created');
+    k.kubectl('-n', ns, 'patch', 'mm', 'least-privilege', '--type=merge', '-p', '{"spec":{"maxReplicas":1}}');
+    await eventually('HPA deleted', () => (k.get('horizontalpodautoscaler', ns, 'least-privilege') === undefined ? true : undefined));
+    k.kubectl('-n', ns, 'delete', 'mm', 'least-privilege', '--wait=true', '--timeout=60s');
+    expect(k.get('machinemodel', ns, 'least-privilege')).toBeUndefined();
+  });
+});
