@@ -116,6 +116,22 @@ describe('operator lifecycle against the real apiserver', () => {
     await eventually('workflow completed', async () => ((await handle.describe()).status.name === 'COMPLETED' ? true : undefined));
   });
 
+  it('delete and recreate with the same name: the new object ends up served, its children its own', async () => {
+    k.apply(machineModel(ns, 'phoenix'));
+    const old = await readyModel('phoenix');
+    k.kubectl('-n', ns, 'delete', 'mm', 'phoenix', '--wait=true', '--timeout=60s');
+    k.apply(machineModel(ns, 'phoenix', { image: 'registry.example.com/models/classifier:v2' }));
+    const reborn = await readyModel('phoenix');
+    expect(reborn.metadata.uid).not.toBe(old.metadata.uid);
+    expect(reborn.metadata.finalizers).toContain(finalizerName);
+    const d = await eventually('Deployment owned by the new object', () => {
+      const dep = k.get('deployment', ns, 'phoenix');
+      return dep?.metadata.ownerReferences[0].uid === reborn.metadata.uid ? dep : undefined;
+    });
+    expect(d.spec.template.spec.containers[0].image).toBe('registry.example.com/models/classifier:v2');
+    expect(k.get('service', ns, 'phoenix').metadata.ownerReferences[0].uid).toBe(reborn.metadata.uid);
+  });
+
   it('answers a manual resync through the reconcileNow update with the outcome', async () => {
     k.apply(machineModel(ns, 'manual'));
     await readyModel('manual');
