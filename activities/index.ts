@@ -2,6 +2,12 @@ import { applyChildrenActivity } from './apply-children.js';
 import type { ActivityDeps } from './deps.js';
 import { recordEventActivity } from './events.js';
 import { ensureFinalizerActivity, removeFinalizerActivity } from './finalizer.js';
+import {
+  findOrphanRoutesActivity,
+  registerRouteActivity,
+  removeOrphanRouteActivity,
+  unregisterRouteActivity,
+} from './gateway-route.js';
 import { observeReadinessActivity } from './observe-readiness.js';
 import { readModelActivity } from './read-model.js';
 import { writeStatusActivity } from './write-status.js';
@@ -16,6 +22,10 @@ export function createActivities(deps: ActivityDeps) {
     writeStatus: writeStatusActivity(deps),
     removeFinalizer: removeFinalizerActivity(deps),
     recordModelEvent: recordEventActivity(deps),
+    registerRoute: registerRouteActivity(deps),
+    unregisterRoute: unregisterRouteActivity(deps),
+    findOrphanRoutes: findOrphanRoutesActivity(deps),
+    removeOrphanRoute: removeOrphanRouteActivity(deps),
   };
 }
 
@@ -24,3 +34,4 @@ export type { ActivityDeps } from './deps.js';
 export type { ModelSnapshot } from './read-model.js';
 export type { ApplyResult } from './apply-children.js';
 export type { WriteStatusInput, WriteStatusResult } from './write-status.js';
+export type { RegisterResult } from './gateway-route.js';

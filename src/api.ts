@@ -8,6 +8,8 @@ export const plural = 'machinemodels';
 
 export const finalizerName = `${group}/cleanup`;
 export const resyncAnnotation = `${group}/resync`;
+/** On a Gateway API HTTPRoute: the route id (namespace, name and uid of its MachineModel). */
+export const routeIdAnnotation = `${group}/route-id`;
 export const fieldManager = 'machinemodel-operator';
 
 export const labels = {
@@ -29,6 +31,8 @@ export interface MachineModelSpec {
   minReplicas?: number;
   maxReplicas?: number;
   endpointType?: EndpointType;
+  /** Publication on the API gateway; on by default when the operator has a gateway configured. */
+  gateway?: { enabled?: boolean; pathPrefix?: string; hostnames?: string[] };
 }
 
 export interface Condition {
@@ -43,6 +47,8 @@ export interface Condition {
 export interface MachineModelStatus {
   phase?: Phase;
   inferenceURL?: string;
+  /** Where the gateway publishes the model, once GatewayRegistered. */
+  gatewayURL?: string;
   replicas?: number;
   selector?: string;
   observedGeneration?: number;

@@ -13,6 +13,11 @@ export interface TemporalConfig {
   apiKey?: string;
 }
 
+export type GatewayConfig =
+  | { kind: 'none' }
+  | { kind: 'caddy'; adminURL: string; server: string; listen: string; publicURL: string }
+  | { kind: 'gateway-api'; parent: { namespace: string; name: string; sectionName?: string }; publicURL: string };
+
 export interface OperatorConfig {
   kubeconfig?: string;
   temporal: TemporalConfig;
@@ -22,7 +27,31 @@ export interface OperatorConfig {
   maxConcurrentWorkflowTasks: number;
   build: BuildOptions;
   workflow: Partial<WorkflowConfig>;
+  gateway: GatewayConfig;
   logLevel: string;
+}
+
+interface GatewayFlags {
+  gateway: 'none' | 'caddy' | 'gateway-api';
+  caddyAdmin: string;
+  caddyServer: string;
+  caddyListen: string;
+  gatewayParent?: string;
+  gatewayPublicUrl?: string;
+}
+
+export function gatewayConfigFrom(f: GatewayFlags): GatewayConfig {
+  if (f.gateway === 'caddy') {
+    const host = f.caddyListen.startsWith(':') ? `localhost${f.caddyListen}` : f.caddyListen;
+    return { kind: 'caddy', adminURL: f.caddyAdmin.replace(/\/+$/, ''), server: f.caddyServer, listen: f.caddyListen, publicURL: f.gatewayPublicUrl ?? `http://${host}` };
+  }
+  if (f.gateway === 'gateway-api') {
+    const m = /^([a-z0-9-]+)\/([a-z0-9.-]+)(?:\/([a-z0-9-]+))?$/.exec(f.gatewayParent ?? '');
+    if (!m) throw new InvalidArgumentError(`--gateway gateway-api needs --gateway-parent <namespace>/<name>[/<listener>], got "${f.gatewayParent ?? ''}"`);
+    const parent = { namespace: m[1]!, name: m[2]!, ...(m[3] ? { sectionName: m[3] } : {}) };
+    return { kind: 'gateway-api', parent, publicURL: f.gatewayPublicUrl ?? `http://${parent.name}.${parent.namespace}.svc` };
+  }
+  return { kind: 'none' };
 }
 
 function positiveInt(name: string) {
@@ -85,11 +114,17 @@ export function parseOperatorConfig(argv: string[]): OperatorConfig {
     .addOption(new Option('--cluster-domain <domain>', 'cluster DNS domain used in inference URLs').env('MMO_CLUSTER_DOMAIN').default(defaultBuildOptions.clusterDomain))
     .addOption(new Option('--progress-deadline <seconds>', 'not Ready this long -> Failed (ProgressDeadlineExceeded)').env('MMO_PROGRESS_DEADLINE_SECONDS').argParser(positiveInt('--progress-deadline')).default(defaultWorkflowConfig.progressDeadlineSeconds))
     .addOption(new Option('--drift-check <seconds>', 'how often an idle model is checked without any event').env('MMO_DRIFT_CHECK_SECONDS').argParser(positiveInt('--drift-check')).default(defaultWorkflowConfig.driftCheckSeconds))
+    .addOption(new Option('--gateway <kind>', 'API gateway models are published on').choices(['none', 'caddy', 'gateway-api']).env('MMO_GATEWAY').default('none'))
+    .addOption(new Option('--caddy-admin <url>', 'Caddy admin API').env('MMO_CADDY_ADMIN').default('http://127.0.0.1:2019'))
+    .addOption(new Option('--caddy-server <name>', 'Caddy HTTP server that carries model routes').env('MMO_CADDY_SERVER').default('machinemodels'))
+    .addOption(new Option('--caddy-listen <address>', 'listen address of that server, if the operator creates it').env('MMO_CADDY_LISTEN').default(':8080'))
+    .addOption(new Option('--gateway-parent <ns/name>', 'parent Gateway of the HTTPRoutes (gateway-api)').env('MMO_GATEWAY_PARENT'))
+    .addOption(new Option('--gateway-public-url <url>', 'base URL clients use to reach the gateway').env('MMO_GATEWAY_PUBLIC_URL'))
     .addOption(new Option('--log-level <level>', 'log level').choices(['trace', 'debug', 'info', 'warn', 'error']).env('LOG_LEVEL').default('info'))
     .exitOverride()
     .configureOutput({ writeErr: (s) => process.stderr.write(s) });
   cmd.parse(argv, { from: 'user' });
-  const o = cmd.opts<TemporalFlags & {
+  const o = cmd.opts<TemporalFlags & GatewayFlags & {
     kubeconfig?: string;
     namespaces: string;
     role: OperatorConfig['role'];
@@ -111,6 +146,7 @@ export function parseOperatorConfig(argv: string[]): OperatorConfig {
     maxConcurrentWorkflowTasks: o.maxConcurrentWorkflowTasks,
     build: { ...defaultBuildOptions, gpuResourceName: o.gpuResourceName, clusterDomain: o.clusterDomain },
     workflow: { progressDeadlineSeconds: o.progressDeadline, driftCheckSeconds: o.driftCheck },
+    gateway: gatewayConfigFrom(o),
     logLevel: o.logLevel,
   };
 }

@@ -29,7 +29,7 @@ const endpoints: Record<EndpointType, Endpoint> = {
 };
 
 /** Spec with the CRD's defaults filled in, for objects that predate them. */
-export function withDefaults(spec: MachineModelSpec): Required<Omit<MachineModelSpec, 'resources'>> & { resources: Required<MachineModelSpec['resources']> } {
+export function withDefaults(spec: MachineModelSpec): Required<Omit<MachineModelSpec, 'resources' | 'gateway'>> & { resources: Required<MachineModelSpec['resources']> } {
   return {
     image: spec.image,
     modelPath: spec.modelPath,

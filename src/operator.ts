@@ -4,9 +4,13 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { Client } from '@temporalio/client';
 import { Worker } from '@temporalio/worker';
 import type { Logger } from 'pino';
+import { CaddyDriver } from '../activities/gateway/caddy.js';
+import type { GatewayDriver } from '../activities/gateway/driver.js';
+import { GatewayApiDriver } from '../activities/gateway/gateway-api.js';
 import { createActivities } from '../activities/index.js';
 import { KubeClient } from '../activities/kube-client.js';
-import type { OperatorConfig } from './config.js';
+import { janitorWorkflowId, janitorWorkflowType, type JanitorInput } from '../workflows/definitions.js';
+import type { GatewayConfig, OperatorConfig } from './config.js';
 import { Informer } from './informer.js';
 import { Signaler } from './signaler.js';
 import { connectClient, connectWorker } from './temporal.js';
@@ -19,6 +23,17 @@ export function loadKubeConfig(file?: string): KubeConfig {
   if (file) kc.loadFromFile(file);
   else kc.loadFromDefault();
   return kc;
+}
+
+function gatewayDriver(config: GatewayConfig, kube: KubeClient): GatewayDriver | undefined {
+  switch (config.kind) {
+    case 'caddy':
+      return new CaddyDriver(config);
+    case 'gateway-api':
+      return new GatewayApiDriver(kube, config);
+    case 'none':
+      return undefined;
+  }
 }
 
 export interface RunningOperator {
@@ -41,12 +56,13 @@ export async function startOperator(config: OperatorConfig, log: Logger): Promis
 
   if (config.role !== 'informer') {
     const connection = await connectWorker(config.temporal);
+    const kube = new KubeClient(kc);
     const worker = await Worker.create({
       connection,
       namespace: config.temporal.namespace,
       taskQueue: config.temporal.taskQueue,
       workflowsPath,
-      activities: createActivities({ kube: new KubeClient(kc), build: config.build }),
+      activities: createActivities({ kube, build: config.build, gateway: gatewayDriver(config.gateway, kube) }),
       maxConcurrentActivityTaskExecutions: config.maxConcurrentActivities,
       maxConcurrentWorkflowTaskExecutions: config.maxConcurrentWorkflowTasks,
       shutdownGraceTime: '10 seconds',
@@ -72,6 +88,17 @@ export async function startOperator(config: OperatorConfig, log: Logger): Promis
       await s.stop();
       await connection.close();
     });
+    if (config.gateway.kind !== 'none') {
+      // Idempotent across replicas: the one janitor keeps running, the others' starts are no-ops.
+      const input: JanitorInput = { intervalSeconds: config.workflow.driftCheckSeconds ?? 600 };
+      await client.workflow.start(janitorWorkflowType, {
+        workflowId: janitorWorkflowId,
+        taskQueue: config.temporal.taskQueue,
+        args: [input],
+        workflowIdConflictPolicy: 'USE_EXISTING',
+        staticSummary: 'removes gateway routes whose MachineModel is gone',
+      });
+    }
     await informer.start();
     log.info({ namespaces: config.namespaces.length ? config.namespaces : 'all' }, 'informer synced');
   }

@@ -39,6 +39,8 @@ export interface StatusInput {
   verdict: Verdict;
   readiness?: Readiness;
   inferenceURL?: string;
+  /** Where the gateway publishes the model; null when it does not (any more), undefined to keep what status says. */
+  gatewayURL?: string | null;
   selector?: string;
   /** Extra conditions owned by other steps (e.g. GatewayRegistered), merged as given. */
   extraConditions?: Omit<Condition, 'lastTransitionTime'>[];
@@ -106,6 +108,8 @@ export function computeStatus(prev: MachineModelStatus | undefined, input: Statu
     conditions,
   };
   if (input.inferenceURL) status.inferenceURL = input.inferenceURL;
+  const gatewayURL = input.gatewayURL === undefined ? prev?.gatewayURL : input.gatewayURL;
+  if (gatewayURL) status.gatewayURL = gatewayURL;
   if (input.selector) status.selector = input.selector;
   return status;
 }
@@ -122,6 +126,7 @@ function normalize(s: MachineModelStatus): MachineModelStatus {
   return {
     phase: s.phase,
     inferenceURL: s.inferenceURL,
+    gatewayURL: s.gatewayURL,
     replicas: s.replicas,
     selector: s.selector,
     observedGeneration: s.observedGeneration,

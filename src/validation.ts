@@ -42,6 +42,21 @@ export function validateName(name: string): string[] {
   return errors;
 }
 
+export const pathPrefixPattern = '^/[A-Za-z0-9._~/-]*$';
+const hostnamePattern = /^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+function validateGateway(g: MachineModelSpec['gateway']): string[] {
+  if (!g) return [];
+  const errors: string[] = [];
+  if (g.pathPrefix !== undefined && (!new RegExp(pathPrefixPattern).test(g.pathPrefix) || g.pathPrefix.length > 256 || g.pathPrefix.includes('//'))) {
+    errors.push(`spec.gateway.pathPrefix must be an absolute URL path such as /models/team/classifier, got "${g.pathPrefix}"`);
+  }
+  for (const h of g.hostnames ?? []) {
+    if (!hostnamePattern.test(h) || h.length > 253) errors.push(`spec.gateway.hostnames: "${h}" is not a DNS hostname`);
+  }
+  return errors;
+}
+
 /** Every problem with the spec, as messages a user can act on; empty when valid. */
 export function validateSpec(spec: Partial<MachineModelSpec> | undefined): string[] {
   const errors: string[] = [];
@@ -73,5 +88,6 @@ export function validateSpec(spec: Partial<MachineModelSpec> | undefined): strin
   if (spec.endpointType !== undefined && spec.endpointType !== 'REST' && spec.endpointType !== 'gRPC') {
     errors.push(`spec.endpointType must be REST or gRPC, got "${String(spec.endpointType)}"`);
   }
+  errors.push(...validateGateway(spec.gateway));
   return errors;
 }

@@ -21,6 +21,17 @@ export interface ResyncRequest {
 export const resyncSignal = defineSignal<[ResyncRequest]>('resync');
 export const deletedSignal = defineSignal<[{ uid?: string }]>('deleted');
 
+export const janitorWorkflowId = 'machinemodel-gateway-janitor';
+export const janitorWorkflowType = 'gatewayJanitorWorkflow';
+/** Sweep for orphaned gateway routes now instead of at the next interval. */
+export const janitorSweepSignal = defineSignal('sweep');
+
+export interface JanitorInput {
+  intervalSeconds: number;
+  /** Routes removed so far, carried across continue-as-new. */
+  removed?: number;
+}
+
 export const stateQuery = defineQuery<WorkflowStateView>('state');
 export const reconcileNowUpdate = defineUpdate<RoundOutcome, [ResyncRequest]>('reconcileNow');
 
@@ -64,6 +75,8 @@ export interface CarriedState {
   /** Workflow time (ms) when the current rollout began; unset while Ready. */
   progressStartedAt?: number;
   notReadyChecks: number;
+  /** A gateway route may exist for `uid`: it must be removed when the object goes. */
+  routeRegistered?: boolean;
   rounds: number;
   signals: number;
   runs: number;

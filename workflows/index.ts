@@ -1,2 +1,3 @@
 // The workflow bundle's entry point: every workflow the worker registers.
 export { machineModelWorkflow } from './machine-model.js';
+export { gatewayJanitorWorkflow } from './gateway-janitor.js';

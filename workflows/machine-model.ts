@@ -6,6 +6,7 @@ import {
   allHandlersFinished,
   condition,
   continueAsNew,
+  patched,
   proxyActivities,
   setCurrentDetails,
   sleep,
@@ -15,7 +16,7 @@ import {
   workflowInfo,
   type ActivityOptions,
 } from '@temporalio/workflow';
-import type { Activities } from '../activities/index.js';
+import type { Activities, ModelSnapshot } from '../activities/index.js';
 import type { ModelRef, Phase } from '../src/api.js';
 import { decideProgress } from '../src/progress.js';
 import { phaseAttribute } from '../src/search-attributes.js';
@@ -38,13 +39,33 @@ const activityOptions: ActivityOptions = {
   startToCloseTimeout: '20 seconds',
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '30 seconds' },
 };
-const k8s = proxyActivities<Activities>(activityOptions);
+// A gateway outage must not hold a round: a few quick attempts, then the workflow says so in a
+// condition and retries on its own timer.
+const gatewayOptions: ActivityOptions = {
+  startToCloseTimeout: '20 seconds',
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '4 seconds', maximumAttempts: 3 },
+};
+const activities = proxyActivities<Activities>(activityOptions);
 
 /** Runs an activity with a one-line summary that the Web UI shows in the event history. */
 function step<K extends keyof Activities>(name: K, summary: string, ...args: Parameters<Activities[K]>): ReturnType<Activities[K]> {
-  const fn = k8s[name] as unknown as { executeWithOptions(o: ActivityOptions, a: unknown[]): ReturnType<Activities[K]> };
-  return fn.executeWithOptions({ ...activityOptions, summary }, args);
+  return stepWith(activityOptions, name, summary, ...args);
 }
+
+function stepWith<K extends keyof Activities>(
+  options: ActivityOptions,
+  name: K,
+  summary: string,
+  ...args: Parameters<Activities[K]>
+): ReturnType<Activities[K]> {
+  const fn = activities[name] as unknown as { executeWithOptions(o: ActivityOptions, a: unknown[]): ReturnType<Activities[K]> };
+  return fn.executeWithOptions({ ...options, summary }, args);
+}
+
+/** Gateway registration (route publication and removal) was added after the first release. */
+const gatewayPatch = 'gateway-registration';
+/** Longest wait between attempts to remove a route while the gateway is away. */
+const gatewayRetryMaxSeconds = 30;
 
 /** A non-retryable activity failure (invalid spec, not owned, forbidden, rejected) becomes a Failed phase. */
 function failureOf(err: unknown): { reason: string; message: string } | undefined {
@@ -52,6 +73,10 @@ function failureOf(err: unknown): { reason: string; message: string } | undefine
   const cause = err.cause;
   if (cause instanceof ApplicationFailure) return { reason: cause.type ?? 'ReconcileError', message: cause.message };
   return { reason: 'ReconcileError', message: cause?.message ?? err.message };
+}
+
+function gatewayCondition(status: 'True' | 'False' | 'Unknown', reason: string, message: string) {
+  return { type: 'GatewayRegistered', status, reason, message };
 }
 
 export async function machineModelWorkflow(input: MachineModelWorkflowInput): Promise<RoundOutcome> {
@@ -95,17 +120,53 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
     return written;
   };
 
+  /**
+   * Removes the model's route, retrying with capped backoff for as long as the gateway is away: the
+   * finalizer (if any) stays until the gateway confirms. While the object exists, a condition and an
+   * Event say why deletion waits.
+   */
+  async function removeRoute(ref: ModelRef, generation?: number): Promise<boolean> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const { removed } = await stepWith(gatewayOptions, 'unregisterRoute', 'remove gateway route', ref);
+        state.routeRegistered = false;
+        return removed;
+      } catch (err) {
+        const failure = failureOf(err);
+        if (!failure) throw err;
+        const message = `the gateway has not confirmed the route's removal (${failure.message}); keeping the finalizer and retrying`;
+        if (generation !== undefined) {
+          await writeStatus(ref, generation, { kind: 'deleting', message }, {
+            extraConditions: [gatewayCondition('Unknown', 'UnregisterPending', message)],
+          });
+          if (attempt % 10 === 0) await step('recordModelEvent', 'event: gateway unavailable', ref, 'Warning', 'GatewayUnavailable', message);
+        }
+        dirty = false;
+        await condition(() => dirty, `${Math.min(2 ** attempt * 2, gatewayRetryMaxSeconds)} seconds`, {
+          summary: 'wait for the gateway to come back',
+        });
+      }
+    }
+  }
+
   async function round(): Promise<RoundOutcome & { nextCheckSeconds: number }> {
     const n = ++state.rounds;
     const outcome = (fields: Partial<RoundOutcome>, next = cfg.driftCheckSeconds) => ({
       round: n, phase: state.phase, conditions: [], changes: [], finished: false, ...fields, nextCheckSeconds: next,
     });
     const snap = await step('readModel', `read MachineModel ${label}`, key);
-    if (!snap) return outcome({ finished: true, message: `MachineModel ${label} no longer exists` });
+    const previous = state.uid ? { ...key, uid: state.uid } : undefined;
+    if (!snap) {
+      // Gone without our finalizer having run (removed by force): its route must still go.
+      if (previous && state.routeRegistered && patched(gatewayPatch)) await removeRoute(previous);
+      return outcome({ finished: true, message: `MachineModel ${label} no longer exists` });
+    }
 
     const { ref, generation } = snap;
     if (state.uid !== ref.uid) {
       // First sight, or a new object of the same name: the previous one is gone and so is its progress.
+      // Its route is removed by its own uid, so the new object's route is never touched.
+      if (previous && state.routeRegistered && patched(gatewayPatch)) await removeRoute(previous);
       state.uid = ref.uid;
       state.progressStartedAt = undefined;
       state.notReadyChecks = 0;
@@ -120,6 +181,7 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
     if (snap.deleting) {
       await writeStatus(ref, generation, { kind: 'deleting', message: 'cleaning up before the finalizer is removed' });
       const changes: string[] = [];
+      if (patched(gatewayPatch) && (await removeRoute(ref, generation))) changes.push('gateway route removed');
       if (snap.hasFinalizer) {
         await step('removeFinalizer', 'remove finalizer', ref);
         changes.push('finalizer removed');
@@ -143,12 +205,21 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
       const decision = decideProgress(state, isReady(readiness), Date.now(), cfg);
       state.progressStartedAt = decision.progressStartedAt;
       state.notReadyChecks = decision.notReadyChecks;
+      let nextCheck = decision.nextCheckSeconds;
+      // Published once Ready; an idempotent check each Ready round keeps the route in step with the spec.
+      const gateway = decision.verdict.kind === 'ready' && patched(gatewayPatch) ? await publish(snap) : undefined;
+      if (gateway) {
+        changes.push(...gateway.changes);
+        if (gateway.retrySoon) nextCheck = Math.min(nextCheck, gatewayRetryMaxSeconds);
+      }
       const w = await writeStatus(ref, generation, decision.verdict, {
         readiness,
         inferenceURL: applied.inferenceURL,
         selector: applied.selector,
+        gatewayURL: gateway?.url,
+        extraConditions: gateway?.condition ? [gateway.condition] : [],
       });
-      return outcome({ changes, conditions: w.conditions }, decision.nextCheckSeconds);
+      return outcome({ changes, conditions: w.conditions }, nextCheck);
     } catch (err) {
       const failure = failureOf(err);
       if (!failure) throw err;
@@ -158,6 +229,25 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
   }
 
   let roundsThisRun = 0;
+  /** Registers the route; a gateway outage becomes a condition and an early retry instead of a stuck round. */
+  async function publish(snap: ModelSnapshot) {
+    try {
+      const r = await stepWith(gatewayOptions, 'registerRoute', 'publish on the gateway', snap);
+      if (!r.configured) return undefined;
+      state.routeRegistered = r.registered || state.routeRegistered;
+      return { changes: r.changes, condition: r.condition, url: r.url ?? null, retrySoon: false };
+    } catch (err) {
+      const failure = failureOf(err);
+      if (!failure) throw err;
+      return {
+        changes: [],
+        condition: gatewayCondition('Unknown', 'GatewayUnavailable', `${failure.message}; retrying`),
+        url: undefined,
+        retrySoon: true,
+      };
+    }
+  }
+
   for (;;) {
     if (!dirty) {
       await condition(() => dirty, `${nextCheckSeconds} seconds`, {

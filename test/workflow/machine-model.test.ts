@@ -33,6 +33,10 @@ class FakeCluster {
   applyFailure: ApplicationFailure | undefined;
   /** Makes applyChildren take real time, so signals can arrive while a round runs. */
   applyDelayMs = 0;
+  gatewayConfigured = false;
+  gatewayDown = false;
+  /** Route ids (uids) on the fake gateway. */
+  routes = new Set<string>();
 
   private count(name: string) {
     this.calls[name] = (this.calls[name] ?? 0) + 1;
@@ -93,6 +97,21 @@ class FakeCluster {
       recordModelEvent: async () => {
         this.count('recordModelEvent');
       },
+      registerRoute: async (snap) => {
+        this.count('registerRoute');
+        if (!this.gatewayConfigured) return { configured: false, registered: false, changes: [] };
+        if (this.gatewayDown) throw ApplicationFailure.retryable('Caddy admin API is unreachable', 'GatewayUnavailable');
+        this.routes.add(snap.ref.uid);
+        const url = 'http://gateway.example/models/default/m';
+        return { configured: true, registered: true, url, changes: [], condition: { type: 'GatewayRegistered', status: 'True', reason: 'Registered', message: url } };
+      },
+      unregisterRoute: async (r) => {
+        this.count('unregisterRoute');
+        if (this.gatewayConfigured && this.gatewayDown) throw ApplicationFailure.retryable('Caddy admin API is unreachable', 'GatewayUnavailable');
+        return { removed: this.routes.delete(r.uid) };
+      },
+      findOrphanRoutes: async () => [],
+      removeOrphanRoute: async () => ({ removed: false }),
     };
   }
 }
@@ -223,6 +242,45 @@ describe('machineModelWorkflow', () => {
       expect(cluster.verdicts).toContain('deleting');
       expect(cluster.calls.removeFinalizer).toBe(1);
       expect(cluster.exists).toBe(false);
+    });
+  });
+
+  it('publishes the route when Ready and, with the gateway down, keeps the finalizer until it returns', async () => {
+    const cluster = new FakeCluster();
+    cluster.ready = true;
+    cluster.gatewayConfigured = true;
+    await withWorker(cluster, async (tq) => {
+      const handle = await start(tq);
+      await until('registered', () => cluster.routes.has('uid-1') && cluster.status?.gatewayURL !== undefined);
+      expect(cluster.status?.conditions?.find((c) => c.type === 'GatewayRegistered')?.status).toBe('True');
+
+      cluster.gatewayDown = true;
+      cluster.deleting = true;
+      await handle.signal(reconcileSignal, { source: 'MachineModel', event: 'updated' });
+      await until('UnregisterPending', () => cluster.status?.conditions?.some((c) => c.reason === 'UnregisterPending') ?? false);
+      expect(cluster.finalizers).toContain(finalizerName);
+      expect(cluster.calls.recordModelEvent).toBeGreaterThanOrEqual(1);
+
+      cluster.gatewayDown = false;
+      const outcome = await handle.result();
+      expect(outcome.finished).toBe(true);
+      expect(cluster.routes.size).toBe(0);
+      expect(cluster.finalizers).not.toContain(finalizerName);
+    });
+  });
+
+  it('removes the route of an object that vanished without its finalizer, by its own uid', async () => {
+    const cluster = new FakeCluster();
+    cluster.ready = true;
+    cluster.gatewayConfigured = true;
+    await withWorker(cluster, async (tq) => {
+      const handle = await start(tq);
+      await until('registered', () => cluster.routes.has('uid-1'));
+      cluster.routes.add('uid-other-model');
+      cluster.exists = false;
+      await handle.signal(deletedSignal, { uid: 'uid-1' });
+      await handle.result();
+      expect([...cluster.routes]).toEqual(['uid-other-model']);
     });
   });
 

@@ -1,0 +1,124 @@
+// Caddy as an external API gateway, driven through its admin API. Each model is one route with a
+// stable "@id" (namespace, name and uid), inserted ahead of a catch-all that answers 404.
+import type { ModelRef } from '../../src/api.js';
+import { isSubset } from '../../src/desired-state.js';
+import { parseRouteId, routeIdPrefix, type ExistingRoute, type RouteSpec } from '../../src/gateway-route.js';
+import { GatewayUnavailable, type GatewayDriver } from './driver.js';
+
+export interface CaddyOptions {
+  /** Admin API base URL, e.g. http://127.0.0.1:2019. */
+  adminURL: string;
+  /** Name of the HTTP server (under apps.http.servers) that carries the model routes. */
+  server: string;
+  /** Address that server listens on, e.g. :8080; used when the driver creates it. */
+  listen: string;
+  /** Base URL clients use, e.g. https://api.example.com; the path prefix is appended. */
+  publicURL: string;
+}
+
+interface CaddyRoute {
+  '@id'?: string;
+  match?: { path?: string[]; host?: string[] }[];
+  handle?: unknown[];
+  terminal?: boolean;
+}
+
+const catchAllId = `${routeIdPrefix}-catch-all`;
+
+export function caddyRoute(route: RouteSpec): CaddyRoute {
+  const match: { path: string[]; host?: string[] } = { path: [route.pathPrefix, `${route.pathPrefix}/*`] };
+  if (route.hostnames.length) match.host = route.hostnames;
+  const proxy: Record<string, unknown> = { handler: 'reverse_proxy', upstreams: [{ dial: `${route.service.host}:${route.service.port}` }] };
+  if (route.protocol === 'grpc') proxy.transport = { protocol: 'http', versions: ['h2c', '2'] };
+  return {
+    '@id': route.id,
+    match: [match],
+    handle: [{ handler: 'rewrite', strip_path_prefix: route.pathPrefix }, proxy],
+    terminal: true,
+  };
+}
+
+export class CaddyDriver implements GatewayDriver {
+  readonly kind = 'caddy';
+
+  constructor(private readonly opts: CaddyOptions) {}
+
+  private async call(method: string, path: string, body?: unknown): Promise<{ status: number; json: unknown }> {
+    let res: Response;
+    try {
+      res = await fetch(`${this.opts.adminURL}${path}`, {
+        method,
+        headers: body === undefined ? {} : { 'Content-Type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal: AbortSignal.timeout(10_000),
+      });
+    } catch (err) {
+      const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+      throw new GatewayUnavailable(`Caddy admin API at ${this.opts.adminURL} is unreachable: ${cause?.code ?? cause?.message ?? String(err)}`);
+    }
+    const text = await res.text();
+    if (res.status >= 500) throw new GatewayUnavailable(`Caddy admin API ${method} ${path} answered ${res.status}: ${text.trim()}`);
+    return { status: res.status, json: text ? (JSON.parse(text) as unknown) : undefined };
+  }
+
+  private get routesPath(): string {
+    return `/config/apps/http/servers/${this.opts.server}/routes`;
+  }
+
+  /** Creates the HTTP server with its catch-all when it is missing; leaves everything else alone. */
+  private async ensureServer(): Promise<CaddyRoute[]> {
+    const routes = await this.call('GET', this.routesPath);
+    if (routes.status === 200 && Array.isArray(routes.json)) return routes.json as CaddyRoute[];
+    const server = {
+      listen: [this.opts.listen],
+      routes: [{ '@id': catchAllId, handle: [{ handler: 'static_response', status_code: 404, body: 'no model is published at this path\n' }] }],
+    };
+    for (const [path, value] of [
+      ['/config/apps', {}],
+      ['/config/apps/http', {}],
+      ['/config/apps/http/servers', {}],
+      [`/config/apps/http/servers/${this.opts.server}`, server],
+    ] as const) {
+      const existing = await this.call('GET', path);
+      if (existing.status === 200 && existing.json !== null && existing.json !== undefined) continue;
+      const put = await this.call('PUT', path, value);
+      if (put.status >= 400) throw new GatewayUnavailable(`Caddy refused to create ${path}: ${JSON.stringify(put.json)}`);
+    }
+    return server.routes;
+  }
+
+  async list(): Promise<ExistingRoute[]> {
+    const routes = await this.ensureServer();
+    return routes.flatMap((r): ExistingRoute[] => {
+      if (r['@id'] === catchAllId) return [];
+      const prefix = r.match?.[0]?.path?.[0];
+      if (!prefix) return [];
+      return [{ id: r['@id'] ?? '(no @id)', owner: r['@id'] ? parseRouteId(r['@id']) : undefined, pathPrefix: prefix.replace(/\/\*$/, '') }];
+    });
+  }
+
+  async put(route: RouteSpec): Promise<boolean> {
+    await this.ensureServer();
+    const desired = caddyRoute(route);
+    const current = await this.call('GET', `/id/${route.id}`);
+    if (current.status === 200) {
+      if (isSubset(desired, current.json) && isSubset(current.json, desired)) return false;
+      const patched = await this.call('PATCH', `/id/${route.id}`, desired);
+      if (patched.status >= 400) throw new GatewayUnavailable(`Caddy refused to update route ${route.id}: ${JSON.stringify(patched.json)}`);
+      return true;
+    }
+    // Inserted first, ahead of the catch-all.
+    const created = await this.call('PUT', `${this.routesPath}/0`, desired);
+    if (created.status >= 400) throw new GatewayUnavailable(`Caddy refused route ${route.id}: ${JSON.stringify(created.json)}`);
+    return true;
+  }
+
+  async remove(id: string, _owner: ModelRef): Promise<boolean> {
+    const res = await this.call('DELETE', `/id/${id}`);
+    return res.status < 300;
+  }
+
+  publicURL(route: RouteSpec): string {
+    return `${this.opts.publicURL.replace(/\/+$/, '')}${route.pathPrefix}`;
+  }
+}

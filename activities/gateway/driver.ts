@@ -1,0 +1,25 @@
+import type { ModelRef } from '../../src/api.js';
+import type { ExistingRoute, RouteSpec } from '../../src/gateway-route.js';
+
+/** One API gateway. Every method is idempotent. */
+export interface GatewayDriver {
+  readonly kind: 'caddy' | 'gateway-api';
+  /** Routes on the gateway that requests could match: ours (with owner) and, where visible, others'. */
+  list(): Promise<ExistingRoute[]>;
+  /** Creates or replaces the route; true when something changed. */
+  put(route: RouteSpec): Promise<boolean>;
+  /** Removes the route with this id; false when it was not there. */
+  remove(id: string, owner: ModelRef): Promise<boolean>;
+  /** Where clients reach the route. */
+  publicURL(route: RouteSpec): string;
+}
+
+/** The gateway could not be reached or refused the request: retrying later may help. */
+export class GatewayUnavailable extends Error {
+  override name = 'GatewayUnavailable';
+}
+
+/** The gateway's configuration cannot serve this route (missing parent, bad setup): a person must act. */
+export class GatewayMisconfigured extends Error {
+  override name = 'GatewayMisconfigured';
+}

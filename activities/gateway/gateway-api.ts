@@ -1,0 +1,112 @@
+// Kubernetes Gateway API: one HTTPRoute per model, in the model's namespace, attached to a configured
+// parent Gateway. Works with any Gateway API implementation.
+import type { KubernetesObject } from '@kubernetes/client-node';
+import { apiVersion as modelApiVersion, childSelector, kind as modelKind, routeIdAnnotation, type ModelRef } from '../../src/api.js';
+import { childLabels, isSubset } from '../../src/desired-state.js';
+import { parseRouteId, type ExistingRoute, type RouteSpec } from '../../src/gateway-route.js';
+import { ownershipOf } from '../../src/ownership.js';
+import { apiMessage, apiStatus } from '../../src/kube-errors.js';
+import type { KubeClient } from '../kube-client.js';
+import { GatewayMisconfigured, GatewayUnavailable, type GatewayDriver } from './driver.js';
+
+const routeApiVersion = 'gateway.networking.k8s.io/v1';
+
+export interface GatewayApiOptions {
+  parent: { namespace: string; name: string; sectionName?: string };
+  publicURL: string;
+}
+
+interface HTTPRoute extends KubernetesObject {
+  spec?: { parentRefs?: { name: string; namespace?: string }[]; rules?: { matches?: { path?: { value?: string } }[] }[] };
+}
+
+export function httpRoute(route: RouteSpec, parent: GatewayApiOptions['parent']) {
+  return {
+    apiVersion: routeApiVersion,
+    kind: 'HTTPRoute',
+    metadata: {
+      name: route.name,
+      namespace: route.namespace,
+      labels: childLabels(route.name),
+      annotations: { [routeIdAnnotation]: route.id },
+      ownerReferences: [{ apiVersion: modelApiVersion, kind: modelKind, name: route.name, uid: route.uid, controller: true, blockOwnerDeletion: true }],
+    },
+    spec: {
+      parentRefs: [{ group: 'gateway.networking.k8s.io', kind: 'Gateway', name: parent.name, namespace: parent.namespace, ...(parent.sectionName ? { sectionName: parent.sectionName } : {}) }],
+      ...(route.hostnames.length ? { hostnames: route.hostnames } : {}),
+      rules: [
+        {
+          matches: [{ path: { type: 'PathPrefix', value: route.pathPrefix } }],
+          filters: [{ type: 'URLRewrite', urlRewrite: { path: { type: 'ReplacePrefixMatch', replacePrefixMatch: '/' } } }],
+          backendRefs: [{ name: route.service.name, port: route.service.port }],
+        },
+      ],
+    },
+  };
+}
+
+export class GatewayApiDriver implements GatewayDriver {
+  readonly kind = 'gateway-api';
+
+  constructor(
+    private readonly kube: KubeClient,
+    private readonly opts: GatewayApiOptions,
+  ) {}
+
+  private unavailable(err: unknown, action: string): Error {
+    if (apiStatus(err) === 404) return new GatewayMisconfigured(`${action}: the Gateway API CRDs are not installed (${apiMessage(err)})`);
+    return new GatewayUnavailable(`${action}: ${apiMessage(err)}`);
+  }
+
+  async list(): Promise<ExistingRoute[]> {
+    let items: HTTPRoute[];
+    try {
+      const list = await this.kube.objects.list<HTTPRoute>(routeApiVersion, 'HTTPRoute', undefined, undefined, undefined, undefined, undefined, childSelector);
+      items = list.items;
+    } catch (err) {
+      throw this.unavailable(err, 'listing HTTPRoutes');
+    }
+    const { namespace, name } = this.opts.parent;
+    return items
+      .filter((r) => r.spec?.parentRefs?.some((p) => p.name === name && (p.namespace ?? r.metadata?.namespace) === namespace))
+      .map((r) => {
+        const id = r.metadata?.annotations?.[routeIdAnnotation] ?? `${r.metadata?.namespace}/${r.metadata?.name}`;
+        return { id, owner: parseRouteId(id), pathPrefix: r.spec?.rules?.[0]?.matches?.[0]?.path?.value ?? '/' };
+      });
+  }
+
+  async put(route: RouteSpec): Promise<boolean> {
+    const { namespace, name } = this.opts.parent;
+    const parent = await this.kube.read('gateway.networking.k8s.io/v1', 'Gateway', namespace, name).catch((err: unknown) => {
+      throw this.unavailable(err, `reading Gateway ${namespace}/${name}`);
+    });
+    if (!parent) throw new GatewayMisconfigured(`the parent Gateway ${namespace}/${name} does not exist; create it or point --gateway-parent at an existing one`);
+    const desired = httpRoute(route, this.opts.parent);
+    const live = await this.kube.read<HTTPRoute>(routeApiVersion, 'HTTPRoute', route.namespace, route.name).catch((err: unknown) => {
+      throw this.unavailable(err, `reading HTTPRoute ${route.namespace}/${route.name}`);
+    });
+    if (ownershipOf(live as Parameters<typeof ownershipOf>[0], route) === 'foreign') {
+      throw new GatewayMisconfigured(`HTTPRoute ${route.namespace}/${route.name} exists and is not owned by this MachineModel`);
+    }
+    if (live && isSubset(desired, live)) return false;
+    await this.kube.apply(desired).catch((err: unknown) => {
+      throw this.unavailable(err, `applying HTTPRoute ${route.namespace}/${route.name}`);
+    });
+    return true;
+  }
+
+  async remove(id: string, owner: ModelRef): Promise<boolean> {
+    const live = await this.kube.read<HTTPRoute>(routeApiVersion, 'HTTPRoute', owner.namespace, owner.name).catch((err: unknown) => {
+      throw this.unavailable(err, `reading HTTPRoute ${owner.namespace}/${owner.name}`);
+    });
+    if (!live || live.metadata?.annotations?.[routeIdAnnotation] !== id) return false;
+    await this.kube.delete(live, live.metadata?.uid).catch((err: unknown) => {
+      throw this.unavailable(err, `deleting HTTPRoute ${owner.namespace}/${owner.name}`);
+    });
+    return true;
+  }
+
+  publicURL(route: RouteSpec): string {
+    return `${this.opts.publicURL.replace(/\/+$/, '')}${route.pathPrefix}`;
+  }
+}

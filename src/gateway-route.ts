@@ -1,0 +1,96 @@
+// The gateway route a MachineModel should have, and how routes of different models may collide. Pure.
+import type { MachineModelSpec, ModelRef } from './api.js';
+import { withDefaults, type BuildOptions } from './desired-state.js';
+
+/** What any gateway driver needs to publish one model. */
+export interface RouteSpec {
+  /** Stable identity on the gateway, derived from namespace, name and uid: a recreated model gets a new one. */
+  id: string;
+  namespace: string;
+  name: string;
+  uid: string;
+  pathPrefix: string;
+  hostnames: string[];
+  /** In-cluster Service backing the route. */
+  service: { name: string; namespace: string; port: number; host: string };
+  /** gRPC needs HTTP/2 to the upstream. */
+  protocol: 'http' | 'grpc';
+}
+
+export const routeIdPrefix = 'machinemodel';
+
+export function routeId(ref: ModelRef): string {
+  return `${routeIdPrefix}.${ref.namespace}.${ref.name}.${ref.uid}`;
+}
+
+/** Namespace, name and uid of a route id made by routeId; undefined for anyone else's routes. */
+export function parseRouteId(id: string): ModelRef | undefined {
+  const parts = id.split('.');
+  if (parts.length !== 4 || parts[0] !== routeIdPrefix) return undefined;
+  const [, namespace, name, uid] = parts as [string, string, string, string];
+  return namespace && name && uid ? { namespace, name, uid } : undefined;
+}
+
+export function defaultPathPrefix(ref: Pick<ModelRef, 'namespace' | 'name'>): string {
+  return `/models/${ref.namespace}/${ref.name}`;
+}
+
+/** Without a trailing slash (except the root), so /a and /a/ are the same prefix. */
+export function normalizePrefix(prefix: string): string {
+  return prefix.length > 1 ? prefix.replace(/\/+$/, '') : prefix;
+}
+
+/**
+ * Two prefixes collide when one routes requests the other expects: equal, or one is a path-segment
+ * prefix of the other (/models/a swallows /models/a/b, but not /models/ab).
+ */
+export function prefixesCollide(a: string, b: string): boolean {
+  const x = normalizePrefix(a);
+  const y = normalizePrefix(b);
+  if (x === y) return true;
+  const [short, long] = x.length < y.length ? [x, y] : [y, x];
+  return short === '/' || long.startsWith(`${short}/`);
+}
+
+export function wantsRoute(spec: MachineModelSpec): boolean {
+  return spec.gateway?.enabled ?? true;
+}
+
+export function routeSpec(ref: ModelRef, spec: MachineModelSpec, opts: BuildOptions): RouteSpec {
+  const s = withDefaults(spec);
+  const port = s.endpointType === 'gRPC' ? 9000 : 80;
+  return {
+    id: routeId(ref),
+    namespace: ref.namespace,
+    name: ref.name,
+    uid: ref.uid,
+    pathPrefix: normalizePrefix(spec.gateway?.pathPrefix ?? defaultPathPrefix(ref)),
+    hostnames: [...(spec.gateway?.hostnames ?? [])].sort(),
+    service: { name: ref.name, namespace: ref.namespace, port, host: `${ref.name}.${ref.namespace}.svc.${opts.clusterDomain}` },
+    protocol: s.endpointType === 'gRPC' ? 'grpc' : 'http',
+  };
+}
+
+/** A route already on the gateway, as a driver lists it. */
+export interface ExistingRoute {
+  id: string;
+  owner?: ModelRef;
+  pathPrefix: string;
+}
+
+export type RouteConflict = { kind: 'none' } | { kind: 'taken'; by: string };
+
+/**
+ * Whether `wanted` may be published next to the routes that exist. Routes of the same model
+ * (any uid: a previous object of this name is gone) never conflict; they are replaced.
+ */
+export function findConflict(wanted: RouteSpec, existing: ExistingRoute[]): RouteConflict {
+  for (const r of existing) {
+    if (r.owner && r.owner.namespace === wanted.namespace && r.owner.name === wanted.name) continue;
+    if (prefixesCollide(r.pathPrefix, wanted.pathPrefix)) {
+      const by = r.owner ? `MachineModel ${r.owner.namespace}/${r.owner.name}` : `route ${r.id}`;
+      return { kind: 'taken', by };
+    }
+  }
+  return { kind: 'none' };
+}
