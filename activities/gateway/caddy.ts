@@ -4,6 +4,17 @@ import type { ModelRef } from '../../src/api.js';
 import { isSubset } from '../../src/desired-state.js';
 import { parseRouteId, routeIdPrefix, type ExistingRoute, type RouteSpec } from '../../src/gateway-route.js';
 import { GatewayUnavailable, type GatewayDriver } from './driver.js';
+import { request, type HttpResult } from './http.js';
+
+/** Caddy answers JSON, except for some errors in plain text. */
+function parseJson(text: string): unknown {
+  if (!text) return undefined;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return text;
+  }
+}
 
 export interface CaddyOptions {
   /** Admin API base URL, e.g. http://127.0.0.1:2019. */
@@ -44,21 +55,15 @@ export class CaddyDriver implements GatewayDriver {
   constructor(private readonly opts: CaddyOptions) {}
 
   private async call(method: string, path: string, body?: unknown): Promise<{ status: number; json: unknown }> {
-    let res: Response;
+    let res: HttpResult;
     try {
-      res = await fetch(`${this.opts.adminURL}${path}`, {
-        method,
-        headers: body === undefined ? {} : { 'Content-Type': 'application/json' },
-        body: body === undefined ? undefined : JSON.stringify(body),
-        signal: AbortSignal.timeout(10_000),
-      });
+      res = await request(method, `${this.opts.adminURL}${path}`, body);
     } catch (err) {
-      const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-      throw new GatewayUnavailable(`Caddy admin API at ${this.opts.adminURL} is unreachable: ${cause?.code ?? cause?.message ?? String(err)}`);
+      const code = (err as NodeJS.ErrnoException).code ?? (err instanceof Error ? err.message : String(err));
+      throw new GatewayUnavailable(`Caddy admin API at ${this.opts.adminURL} is unreachable: ${code}`);
     }
-    const text = await res.text();
-    if (res.status >= 500) throw new GatewayUnavailable(`Caddy admin API ${method} ${path} answered ${res.status}: ${text.trim()}`);
-    return { status: res.status, json: text ? (JSON.parse(text) as unknown) : undefined };
+    if (res.status >= 500) throw new GatewayUnavailable(`Caddy admin API ${method} ${path} answered ${res.status}: ${res.body.trim()}`);
+    return { status: res.status, json: parseJson(res.body) };
   }
 
   private get routesPath(): string {

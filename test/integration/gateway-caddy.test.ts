@@ -1,0 +1,164 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { request } from '../../activities/gateway/http.js';
+import { freePort } from '../../deploy/local/processes.js';
+import { routeId } from '../../src/gateway-route.js';
+import { eventually, kubectlFor } from '../support/cluster.js';
+import { CaddyProcess } from '../support/caddy.js';
+import { machineModel } from '../support/models.js';
+import { installCrds, startOperatorProcess, type OperatorProcess } from '../support/operator-process.js';
+
+const stack = inject('stack');
+const k = kubectlFor(stack);
+let caddy: CaddyProcess;
+let operator: OperatorProcess;
+let ns: string;
+
+beforeAll(async () => {
+  installCrds(stack);
+  caddy = await CaddyProcess.create(stack);
+  ns = k.createNamespace('caddy');
+  operator = startOperatorProcess(stack, {
+    MMO_NAMESPACES: ns,
+    MMO_TASK_QUEUE: `mmo-${randomUUID()}`,
+    MMO_GATEWAY: 'caddy',
+    MMO_CADDY_ADMIN: caddy.adminURL,
+    MMO_CADDY_LISTEN: `127.0.0.1:${caddy.httpPort}`,
+    MMO_GATEWAY_PUBLIC_URL: caddy.publicURL,
+    // The janitor sweeps for orphaned routes this often.
+    MMO_DRIFT_CHECK_SECONDS: '5',
+  }, 'caddy');
+});
+
+afterAll(async () => {
+  await operator?.stop();
+  await caddy?.stop();
+});
+
+const gatewayCondition = (name: string) =>
+  k.get('machinemodel', ns, name)?.status?.conditions?.find((c: { type: string }) => c.type === 'GatewayRegistered');
+
+async function registered(name: string) {
+  return eventually<any>(`${name} registered`, () => {
+    const mm = k.get('machinemodel', ns, name);
+    return mm?.status?.phase === 'Ready' && gatewayCondition(name)?.status === 'True' ? mm : undefined;
+  }, 60_000);
+}
+
+describe('publication on a real Caddy through its admin API', () => {
+  it('registers a Ready model: route with the right path and upstream, requests reach it', async () => {
+    k.apply(machineModel(ns, 'published'));
+    const mm = await registered('published');
+    const prefix = `/models/${ns}/published`;
+    expect(mm.status.gatewayURL).toBe(`${caddy.publicURL}${prefix}`);
+    const route = (await caddy.routes()).find((r) => r['@id'] === routeId({ namespace: ns, name: 'published', uid: mm.metadata.uid }));
+    expect(route?.match?.[0]?.path).toEqual([prefix, `${prefix}/*`]);
+    const proxy = route?.handle?.find((h) => h.handler === 'reverse_proxy');
+    expect(proxy?.upstreams).toEqual([{ dial: `published.${ns}.svc.cluster.local:80` }]);
+
+    // The upstream is an in-cluster name the host cannot resolve: Caddy answers 502 for the model's
+    // path, and its catch-all 404 for paths no model owns.
+    const viaModel = await fetch(`${caddy.publicURL}${prefix}/v1/predict`);
+    expect(viaModel.status).toBe(502);
+    const unknown = await fetch(`${caddy.publicURL}/models/${ns}/nobody/v1/predict`);
+    expect(unknown.status).toBe(404);
+    expect(await unknown.text()).toContain('no model is published at this path');
+  });
+
+  it('unregisters on deletion before the finalizer goes', async () => {
+    k.apply(machineModel(ns, 'short'));
+    const mm = await registered('short');
+    const id = routeId({ namespace: ns, name: 'short', uid: mm.metadata.uid });
+    k.kubectl('-n', ns, 'delete', 'mm', 'short', '--wait=true', '--timeout=60s');
+    expect((await caddy.routes()).some((r) => r['@id'] === id)).toBe(false);
+    expect((await fetch(`${caddy.publicURL}/models/${ns}/short/x`)).status).toBe(404);
+  });
+
+  it('keeps the finalizer while Caddy is down and completes deletion when it returns', async () => {
+    k.apply(machineModel(ns, 'outage'));
+    const mm = await registered('outage');
+    await caddy.stop();
+    k.kubectl('-n', ns, 'delete', 'mm', 'outage', '--wait=false');
+    const pending = await eventually('UnregisterPending', () => {
+      const c = gatewayCondition('outage');
+      return c?.reason === 'UnregisterPending' ? c : undefined;
+    }, 60_000);
+    expect(pending.message).toMatch(/unreachable/);
+    expect(k.get('machinemodel', ns, 'outage').metadata.finalizers).toContain('stable.example.com/cleanup');
+    const events = k.list('events', ns).filter((e) => e.involvedObject.name === 'outage').map((e) => e.reason);
+    expect(events).toContain('GatewayUnavailable');
+
+    await caddy.start();
+    const back = Date.now();
+    await eventually('deletion completed', () => (k.get('machinemodel', ns, 'outage') === undefined ? true : undefined), 90_000);
+    console.log(`deletion completed ${((Date.now() - back) / 1000).toFixed(1)}s after Caddy came back`);
+    const id = routeId({ namespace: ns, name: 'outage', uid: mm.metadata.uid });
+    expect((await caddy.routes()).some((r) => r['@id'] === id)).toBe(false);
+  });
+
+  it('refuses a path prefix that collides with another model\'s', async () => {
+    k.apply(machineModel(ns, 'owner-a', { gateway: { pathPrefix: '/shared' } }));
+    await registered('owner-a');
+    k.apply(machineModel(ns, 'thief-b', { gateway: { pathPrefix: '/shared/sub' } }));
+    const c = await eventually('PathConflict', () => {
+      const cond = gatewayCondition('thief-b');
+      return cond?.reason === 'PathConflict' ? cond : undefined;
+    }, 60_000);
+    expect(c.message).toContain(`MachineModel ${ns}/owner-a`);
+    const prefixes = (await caddy.routes()).map((r) => r.match?.[0]?.path?.[0]);
+    expect(prefixes).toContain('/shared');
+    expect(prefixes).not.toContain('/shared/sub');
+    expect(k.get('machinemodel', ns, 'thief-b').status.phase).toBe('Ready');
+  });
+
+  it('after delete and recreate of the same name, only the new object\'s route exists', async () => {
+    k.apply(machineModel(ns, 'again'));
+    const old = await registered('again');
+    k.kubectl('-n', ns, 'delete', 'mm', 'again', '--wait=true', '--timeout=60s');
+    k.apply(machineModel(ns, 'again'));
+    const reborn = await eventually<any>('recreated and registered', () => {
+      const mm = k.get('machinemodel', ns, 'again');
+      return mm && mm.metadata.uid !== old.metadata.uid && gatewayCondition('again')?.status === 'True' ? mm : undefined;
+    }, 60_000);
+    const ids = (await caddy.routes()).map((r) => r['@id']);
+    expect(ids).toContain(routeId({ namespace: ns, name: 'again', uid: reborn.metadata.uid }));
+    expect(ids).not.toContain(routeId({ namespace: ns, name: 'again', uid: old.metadata.uid }));
+  });
+
+  it('removes a route whose MachineModel no longer exists (the drift check)', async () => {
+    const orphan = routeId({ namespace: ns, name: 'ghost', uid: randomUUID() });
+    const put = await request('PUT', `${caddy.adminURL}/config/apps/http/servers/machinemodels/routes/0`, {
+      '@id': orphan,
+      match: [{ path: ['/ghost', '/ghost/*'] }],
+      handle: [{ handler: 'static_response', body: 'boo' }],
+    });
+    expect(put.status).toBe(200);
+    await eventually('orphan removed', async () => ((await caddy.routes()).some((r) => r['@id'] === orphan) ? undefined : true), 60_000);
+  });
+});
+
+describe('bad gateway configuration', () => {
+  it('says so in a condition when the admin API is unreachable, and the model still serves', async () => {
+    const ns2 = k.createNamespace('caddy-down');
+    const closed = await freePort();
+    const op = startOperatorProcess(stack, {
+      MMO_NAMESPACES: ns2,
+      MMO_TASK_QUEUE: `mmo-${randomUUID()}`,
+      MMO_GATEWAY: 'caddy',
+      MMO_CADDY_ADMIN: `http://127.0.0.1:${closed}`,
+    }, 'caddy-unreachable');
+    try {
+      k.apply(machineModel(ns2, 'lonely'));
+      const c = await eventually<any>('GatewayUnavailable', () => {
+        const mm = k.get('machinemodel', ns2, 'lonely');
+        const cond = mm?.status?.conditions?.find((x: { type: string }) => x.type === 'GatewayRegistered');
+        return mm?.status?.phase === 'Ready' && cond?.reason === 'GatewayUnavailable' ? cond : undefined;
+      }, 60_000);
+      expect(c.message).toContain(`http://127.0.0.1:${closed}`);
+      expect(c.message).toMatch(/unreachable/);
+      expect(op.child.exitCode).toBeNull();
+    } finally {
+      await op.stop();
+    }
+  });
+});
