@@ -16,5 +16,6 @@ export const badInputs: { title: string; name?: string; spec: Record<string, unk
   { title: 'minReplicas > maxReplicas', spec: { ...valid, minReplicas: 4, maxReplicas: 2 }, expect: /minReplicas.*maxReplicas/ },
   { title: 'endpointType: SOAP', spec: { ...valid, endpointType: 'SOAP' }, expect: /endpointType|REST/ },
   { title: 'a 70-character name', name: `m${'x'.repeat(69)}`, spec: valid, expect: /63 characters/ },
+  { title: 'a relative gateway path prefix', spec: { ...valid, gateway: { pathPrefix: 'models/x' } }, expect: /pathPrefix/ },
   { title: 'an image reference with spaces', spec: { ...valid, image: 'registry.example.com/my model:v1' }, expect: /image/ },
 ];

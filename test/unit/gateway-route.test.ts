@@ -1,0 +1,86 @@
+import { describe, expect, it } from 'vitest';
+import { caddyRoute } from '../../activities/gateway/caddy.js';
+import { httpRoute } from '../../activities/gateway/gateway-api.js';
+import { defaultBuildOptions } from '../../src/desired-state.js';
+import { findConflict, parseRouteId, prefixesCollide, routeId, routeSpec, wantsRoute } from '../../src/gateway-route.js';
+import { validateSpec } from '../../src/validation.js';
+
+const ref = { namespace: 'ml', name: 'clf', uid: '1234-abcd' };
+const spec = { image: 'r/m:1', modelPath: '/m', resources: { cpu: '1', memory: '1Gi' } };
+
+describe('route identity', () => {
+  it('derives a stable id from namespace, name and uid, and parses it back', () => {
+    expect(routeId(ref)).toBe('machinemodel.ml.clf.1234-abcd');
+    expect(parseRouteId(routeId(ref))).toEqual(ref);
+    expect(parseRouteId('someone-elses-route')).toBeUndefined();
+  });
+});
+
+describe('routeSpec', () => {
+  it('defaults the path prefix to /models/<ns>/<name> and points at the Service', () => {
+    const r = routeSpec(ref, spec, defaultBuildOptions);
+    expect(r).toMatchObject({ pathPrefix: '/models/ml/clf', hostnames: [], protocol: 'http', service: { host: 'clf.ml.svc.cluster.local', port: 80 } });
+  });
+
+  it('takes the model\'s own prefix (without trailing slash) and hostnames; gRPC goes to 9000 over HTTP/2', () => {
+    const r = routeSpec(ref, { ...spec, endpointType: 'gRPC', gateway: { pathPrefix: '/team/clf/', hostnames: ['b.example.com', 'a.example.com'] } }, defaultBuildOptions);
+    expect(r).toMatchObject({ pathPrefix: '/team/clf', hostnames: ['a.example.com', 'b.example.com'], protocol: 'grpc', service: { port: 9000 } });
+    expect(caddyRoute(r).handle?.[1]).toMatchObject({ transport: { versions: ['h2c', '2'] } });
+  });
+
+  it('can be switched off per model', () => {
+    expect(wantsRoute(spec)).toBe(true);
+    expect(wantsRoute({ ...spec, gateway: { enabled: false } })).toBe(false);
+  });
+});
+
+describe('collisions', () => {
+  it('treats equal and nested prefixes as colliding, siblings not', () => {
+    expect(prefixesCollide('/a', '/a/')).toBe(true);
+    expect(prefixesCollide('/a', '/a/b')).toBe(true);
+    expect(prefixesCollide('/a', '/ab')).toBe(false);
+    expect(prefixesCollide('/', '/anything')).toBe(true);
+  });
+
+  it('ignores routes of the same model (any uid) and names the model that holds a prefix', () => {
+    const wanted = routeSpec(ref, spec, defaultBuildOptions);
+    const mine = { id: routeId({ ...ref, uid: 'old' }), owner: { ...ref, uid: 'old' }, pathPrefix: '/models/ml/clf' };
+    expect(findConflict(wanted, [mine])).toEqual({ kind: 'none' });
+    const other = { id: 'x', owner: { namespace: 'ml', name: 'other', uid: 'u' }, pathPrefix: '/models/ml' };
+    expect(findConflict(wanted, [mine, other])).toEqual({ kind: 'taken', by: 'MachineModel ml/other' });
+    expect(findConflict(wanted, [{ id: 'manual', pathPrefix: '/models/ml/clf/v1' }])).toEqual({ kind: 'taken', by: 'route manual' });
+  });
+});
+
+describe('gateway objects', () => {
+  const r = routeSpec(ref, spec, defaultBuildOptions);
+
+  it('builds a Caddy route that strips the prefix and proxies to the Service', () => {
+    expect(caddyRoute(r)).toEqual({
+      '@id': 'machinemodel.ml.clf.1234-abcd',
+      match: [{ path: ['/models/ml/clf', '/models/ml/clf/*'] }],
+      handle: [
+        { handler: 'rewrite', strip_path_prefix: '/models/ml/clf' },
+        { handler: 'reverse_proxy', upstreams: [{ dial: 'clf.ml.svc.cluster.local:80' }] },
+      ],
+      terminal: true,
+    });
+  });
+
+  it('builds an HTTPRoute owned by the model, attached to the parent Gateway', () => {
+    const h = httpRoute(r, { namespace: 'gw', name: 'public' });
+    expect(h.metadata.ownerReferences[0]).toMatchObject({ kind: 'MachineModel', uid: '1234-abcd', controller: true });
+    expect(h.metadata.annotations['stable.example.com/route-id']).toBe('machinemodel.ml.clf.1234-abcd');
+    expect(h.spec.parentRefs[0]).toMatchObject({ name: 'public', namespace: 'gw' });
+    expect(h.spec.rules[0]!.backendRefs[0]).toEqual({ name: 'clf', port: 80 });
+  });
+});
+
+describe('gateway validation', () => {
+  it('rejects relative or empty-segment prefixes and bad hostnames', () => {
+    expect(validateSpec({ ...spec, gateway: { pathPrefix: 'models/x' } }).join()).toMatch(/pathPrefix/);
+    expect(validateSpec({ ...spec, gateway: { pathPrefix: '/a//b' } }).join()).toMatch(/pathPrefix/);
+    expect(validateSpec({ ...spec, gateway: { hostnames: ['not a host'] } }).join()).toMatch(/hostnames/);
+    expect(validateSpec({ ...spec, gateway: { pathPrefix: '/ok/path', hostnames: ['*.example.com'] } })).toEqual([]);
+  });
+});
