@@ -28,6 +28,8 @@ export interface OperatorConfig {
   build: BuildOptions;
   workflow: Partial<WorkflowConfig>;
   gateway: GatewayConfig;
+  /** Port for /metrics and /healthz; 0 turns them off. */
+  metrics: { port: number; host: string };
   logLevel: string;
 }
 
@@ -52,6 +54,14 @@ export function gatewayConfigFrom(f: GatewayFlags): GatewayConfig {
     return { kind: 'gateway-api', parent, publicURL: f.gatewayPublicUrl ?? `http://${parent.name}.${parent.namespace}.svc` };
   }
   return { kind: 'none' };
+}
+
+function port(name: string) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError(`${name} must be a port number (0-65535), got "${value}"`);
+    return n;
+  };
 }
 
 function positiveInt(name: string) {
@@ -120,6 +130,8 @@ export function parseOperatorConfig(argv: string[]): OperatorConfig {
     .addOption(new Option('--caddy-listen <address>', 'listen address of that server, if the operator creates it').env('MMO_CADDY_LISTEN').default(':8080'))
     .addOption(new Option('--gateway-parent <ns/name>', 'parent Gateway of the HTTPRoutes (gateway-api)').env('MMO_GATEWAY_PARENT'))
     .addOption(new Option('--gateway-public-url <url>', 'base URL clients use to reach the gateway').env('MMO_GATEWAY_PUBLIC_URL'))
+    .addOption(new Option('--metrics-port <port>', 'port for /metrics and /healthz (0: off)').env('MMO_METRICS_PORT').argParser(port('--metrics-port')).default(0))
+    .addOption(new Option('--metrics-host <address>', 'address /metrics listens on').env('MMO_METRICS_HOST').default('127.0.0.1'))
     .addOption(new Option('--log-level <level>', 'log level').choices(['trace', 'debug', 'info', 'warn', 'error']).env('LOG_LEVEL').default('info'))
     .exitOverride()
     .configureOutput({ writeErr: (s) => process.stderr.write(s) });
@@ -134,6 +146,8 @@ export function parseOperatorConfig(argv: string[]): OperatorConfig {
     clusterDomain: string;
     progressDeadline: number;
     driftCheck: number;
+    metricsPort: number;
+    metricsHost: string;
     logLevel: string;
   }>();
   const namespaces = o.namespaces.split(',').map((s) => s.trim()).filter(Boolean);
@@ -147,6 +161,7 @@ export function parseOperatorConfig(argv: string[]): OperatorConfig {
     build: { ...defaultBuildOptions, gpuResourceName: o.gpuResourceName, clusterDomain: o.clusterDomain },
     workflow: { progressDeadlineSeconds: o.progressDeadline, driftCheckSeconds: o.driftCheck },
     gateway: gatewayConfigFrom(o),
+    metrics: { port: o.metricsPort, host: o.metricsHost },
     logLevel: o.logLevel,
   };
 }

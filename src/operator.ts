@@ -12,6 +12,7 @@ import { KubeClient } from '../activities/kube-client.js';
 import { janitorWorkflowId, janitorWorkflowType, type JanitorInput } from '../workflows/definitions.js';
 import type { GatewayConfig, OperatorConfig } from './config.js';
 import { Informer } from './informer.js';
+import { createMetrics, serveMetrics } from './metrics.js';
 import { Signaler } from './signaler.js';
 import { connectClient, connectWorker } from './temporal.js';
 import { workflowSender } from './workflow-client.js';
@@ -101,6 +102,12 @@ export async function startOperator(config: OperatorConfig, log: Logger): Promis
     }
     await informer.start();
     log.info({ namespaces: config.namespaces.length ? config.namespaces : 'all' }, 'informer synced');
+  }
+
+  if (config.metrics.port) {
+    const server = await serveMetrics(createMetrics({ informer, signaler }), config.metrics.port, config.metrics.host);
+    cleanups.push(() => new Promise((resolve) => server.close(() => resolve())));
+    log.info({ port: config.metrics.port }, 'serving /metrics');
   }
 
   return {

@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { freePort } from '../../deploy/local/processes.js';
 import { finalizerName, workflowIdFor } from '../../src/api.js';
 import { stateQuery } from '../../workflows/definitions.js';
 import { eventually, kubectlFor } from '../support/cluster.js';
@@ -15,12 +16,14 @@ const k = kubectlFor(stack);
 let ns: string;
 let operator: OperatorProcess;
 let client: Client;
+let metricsPort: number;
 const taskQueue = `mmo-${randomUUID()}`;
 
 beforeAll(async () => {
   installCrds(stack);
   ns = k.createNamespace('lifecycle');
-  operator = startOperatorProcess(stack, { MMO_NAMESPACES: ns, MMO_TASK_QUEUE: taskQueue }, 'lifecycle');
+  metricsPort = await freePort();
+  operator = startOperatorProcess(stack, { MMO_NAMESPACES: ns, MMO_TASK_QUEUE: taskQueue, MMO_METRICS_PORT: String(metricsPort) }, 'lifecycle');
   client = await temporalClient(stack);
 });
 
@@ -159,6 +162,14 @@ describe('operator lifecycle against the real apiserver', () => {
     expect(bad.status).not.toBe(0);
     expect(bad.stderr).toContain('expected <namespace>/<name>');
     expect(bad.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  it('exposes Prometheus metrics of the informer and signaler', async () => {
+    const body = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+    const sent = Number(/^machinemodel_operator_signals_sent_total (\d+)/m.exec(body)?.[1]);
+    expect(sent).toBeGreaterThan(0);
+    expect(body).toMatch(/^machinemodel_operator_signals_pending 0$/m);
+    expect(body).toMatch(/^machinemodel_operator_watch_events_total \d+/m);
   });
 
   it('never touches a Deployment someone else owns, and says so', async () => {

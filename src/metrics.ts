@@ -1,0 +1,67 @@
+// Prometheus metrics of the operator process (the informer side; reconcile history lives in Temporal).
+import http from 'node:http';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Informer } from './informer.js';
+import type { Signaler } from './signaler.js';
+
+export function createMetrics(sources: { informer?: Informer; signaler?: Signaler }): Registry {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'machinemodel_operator_' });
+  const { informer, signaler } = sources;
+  new Counter({
+    name: 'machinemodel_operator_watch_events_total',
+    help: 'Watch events received for MachineModels and their children',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(informer?.events ?? 0);
+    },
+  });
+  new Counter({
+    name: 'machinemodel_operator_signals_sent_total',
+    help: 'Signals delivered to MachineModel workflows',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(signaler?.sent ?? 0);
+    },
+  });
+  new Counter({
+    name: 'machinemodel_operator_signal_failures_total',
+    help: 'Failed attempts to deliver a signal (retried)',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(signaler?.failures ?? 0);
+    },
+  });
+  new Gauge({
+    name: 'machinemodel_operator_signals_pending',
+    help: 'Models with a signal waiting for delivery',
+    registers: [registry],
+    collect() {
+      this.set(signaler?.pendingCount ?? 0);
+    },
+  });
+  return registry;
+}
+
+/** Serves /metrics and /healthz on the given port (loopback unless told otherwise). */
+export function serveMetrics(registry: Registry, port: number, host: string): Promise<http.Server> {
+  const server = http.createServer((req, res) => {
+    if (req.url === '/metrics') {
+      registry.metrics().then(
+        (body) => res.writeHead(200, { 'Content-Type': registry.contentType }).end(body),
+        (err: unknown) => res.writeHead(500).end(String(err)),
+      );
+    } else if (req.url === '/healthz') {
+      res.writeHead(200).end('ok\n');
+    } else {
+      res.writeHead(404).end();
+    }
+  });
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve(server));
+  });
+}
