@@ -85,9 +85,3 @@ export interface ModelRef {
 export function workflowIdFor(namespace: string, name: string): string {
   return `machinemodel/${namespace}/${name}`;
 }
-
-/** The inverse of workflowIdFor; undefined for IDs that are not ours. */
-export function keyFromWorkflowId(id: string): { namespace: string; name: string } | undefined {
-  const m = /^machinemodel\/([^/]+)\/([^/]+)$/.exec(id);
-  return m ? { namespace: m[1]!, name: m[2]! } : undefined;
-}

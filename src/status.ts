@@ -3,7 +3,6 @@ import type { Condition, MachineModelStatus, Phase } from './api.js';
 
 /** What the workflow concluded this round. */
 export type Verdict =
-  | { kind: 'pending'; message: string }
   | { kind: 'progressing' }
   | { kind: 'ready' }
   | { kind: 'deadline-exceeded'; deadlineSeconds: number }
@@ -48,7 +47,6 @@ export interface StatusInput {
 }
 
 const phases: Record<Verdict['kind'], Phase> = {
-  pending: 'Pending',
   progressing: 'Deploying',
   ready: 'Ready',
   'deadline-exceeded': 'Failed',
@@ -74,8 +72,6 @@ function readyCondition(v: Verdict, r: Readiness | undefined): Omit<Condition, '
         reason: 'ProgressDeadlineExceeded',
         message: `not ready within ${v.deadlineSeconds}s: ${replicaSummary(r)}; still watching and will recover on its own`,
       };
-    case 'pending':
-      return { type: 'Ready', status: 'Unknown', reason: 'Pending', message: v.message };
     case 'failed':
       return { type: 'Ready', status: 'False', reason: v.reason, message: v.message };
     case 'deleting':
