@@ -67,6 +67,20 @@ describe('publication as a Gateway API HTTPRoute', () => {
   });
 });
 
+describe('path prefix collisions between HTTPRoutes', () => {
+  it('refuses a second model on the same prefix, and creates no route for it', async () => {
+    k.apply(machineModel(ns, 'first', { gateway: { pathPrefix: '/api/shared' } }));
+    await eventually('first route', () => k.get('httproute', ns, 'first'), 60_000);
+    k.apply(machineModel(ns, 'second', { gateway: { pathPrefix: '/api/shared' } }));
+    const c = await eventually<any>('PathConflict', () => {
+      const cond = k.get('machinemodel', ns, 'second')?.status?.conditions?.find((x: { type: string }) => x.type === 'GatewayRegistered');
+      return cond?.reason === 'PathConflict' ? cond : undefined;
+    }, 60_000);
+    expect(c.message).toContain(`MachineModel ${ns}/first`);
+    expect(k.get('httproute', ns, 'second')).toBeUndefined();
+  });
+});
+
 describe('bad Gateway API configuration', () => {
   it('reports a parent Gateway that does not exist, and creates no route', async () => {
     const ns2 = k.createNamespace('no-parent');
