@@ -3,7 +3,7 @@
 import { group, kind as modelKind, labels, resyncAnnotation } from './api.js';
 import type { ReconcileHint } from '../workflows/definitions.js';
 
-export type WatchedKind = 'MachineModel' | 'Deployment' | 'Service' | 'HorizontalPodAutoscaler';
+export type WatchedKind = 'MachineModel' | 'Deployment' | 'Service' | 'HorizontalPodAutoscaler' | 'HTTPRoute';
 export type WatchEventType = 'added' | 'updated' | 'deleted';
 
 /** Loose view of any watched object: only the fields the filter reads. */
@@ -69,6 +69,7 @@ export function fingerprint(kind: WatchedKind, obj: WatchedObject): string {
     }
     case 'Service':
     case 'HorizontalPodAutoscaler':
+    case 'HTTPRoute':
       return JSON.stringify([...common, owners, m.labels, obj.spec]);
   }
 }

@@ -37,9 +37,19 @@ const sources: SourceSpec[] = [
   },
 ];
 
+const httpRoutes: SourceSpec = {
+  kind: 'HTTPRoute',
+  apiVersion: 'gateway.networking.k8s.io/v1',
+  prefix: '/apis/gateway.networking.k8s.io/v1',
+  resource: 'httproutes',
+  labelSelector: childSelector,
+};
+
 export interface InformerOptions {
   /** Namespaces to watch; empty for all. */
   namespaces: string[];
+  /** Also watch our HTTPRoutes (with the gateway-api driver), so a deleted or edited route is repaired at once. */
+  watchHttpRoutes: boolean;
   /** Seconds after which the server ends each watch (bounds how long a dead connection goes unnoticed). */
   watchTimeoutSeconds: number;
   restartBackoffMs: { initial: number; max: number };
@@ -47,6 +57,7 @@ export interface InformerOptions {
 
 export const defaultInformerOptions: InformerOptions = {
   namespaces: [],
+  watchHttpRoutes: false,
   watchTimeoutSeconds: 300,
   restartBackoffMs: { initial: 500, max: 30_000 },
 };
@@ -133,7 +144,7 @@ export class Informer {
   ) {
     const o = { ...defaultInformerOptions, ...opts };
     const namespaces: (string | undefined)[] = o.namespaces.length ? o.namespaces : [undefined];
-    this.sources = sources.flatMap((spec) =>
+    this.sources = [...sources, ...(o.watchHttpRoutes ? [httpRoutes] : [])].flatMap((spec) =>
       namespaces.map((ns) => new Source(spec, ns, kc, o, (k, t, obj) => this.handle(k, t, obj), (s) => this.relisted(s), log)),
     );
   }

@@ -81,7 +81,10 @@ export async function startOperator(config: OperatorConfig, log: Logger): Promis
     const client = new Client({ connection, namespace: config.temporal.namespace });
     signaler = new Signaler(workflowSender(client, { taskQueue: config.temporal.taskQueue, workflow: config.workflow }), log);
     const s = signaler;
-    informer = new Informer(kc, (r) => s.enqueue(r), log, { namespaces: config.namespaces });
+    informer = new Informer(kc, (r) => s.enqueue(r), log, {
+      namespaces: config.namespaces,
+      watchHttpRoutes: config.gateway.kind === 'gateway-api',
+    });
     const i = informer;
     // Informer first, so no new work is queued while the signaler drains.
     cleanups.unshift(async () => {

@@ -7,7 +7,7 @@ export const workflowType = 'machineModelWorkflow';
 
 /** Why the informer says "look again"; never the spec itself (the workflow always reads the current object). */
 export interface ReconcileHint {
-  source: 'MachineModel' | 'Deployment' | 'Service' | 'HorizontalPodAutoscaler' | 'startup';
+  source: 'MachineModel' | 'Deployment' | 'Service' | 'HorizontalPodAutoscaler' | 'HTTPRoute';
   event: 'added' | 'updated' | 'deleted' | 'relisted';
   resourceVersion?: string;
   generation?: number;

@@ -55,6 +55,17 @@ describe('publication as a Gateway API HTTPRoute', () => {
     expect(k.get('httproute', ns, 'routed')).toBeUndefined();
   });
 
+  it('repairs a deleted HTTPRoute at once (the informer watches them)', async () => {
+    k.apply(machineModel(ns, 'repaired'));
+    const first = await eventually<any>('route', () => k.get('httproute', ns, 'repaired'), 60_000);
+    k.kubectl('-n', ns, 'delete', 'httproute', 'repaired', '--wait=true');
+    const again = await eventually<any>('route recreated', () => {
+      const r = k.get('httproute', ns, 'repaired');
+      return r && r.metadata.uid !== first.metadata.uid ? r : undefined;
+    }, 30_000);
+    expect(again.spec.rules[0].matches[0].path.value).toBe(`/models/${ns}/repaired`);
+  });
+
   it('follows a changed path prefix and hostnames', async () => {
     k.apply(machineModel(ns, 'moving'));
     await eventually('first route', () => k.get('httproute', ns, 'moving'), 60_000);

@@ -116,6 +116,27 @@ describe('operator resilience', () => {
     }
   });
 
+  it('runs active-active: two operator replicas, one workflow and one set of writes per model', async () => {
+    const ns = k.createNamespace('replicas');
+    const a = operatorFor(ns, 'replica-a');
+    const b = operatorFor(ns, 'replica-b');
+    try {
+      const models = names('m', 8);
+      k.apply(models.map((n) => machineModel(ns, n)));
+      await expectConverged(ns, models, 120_000);
+      for (const n of models) {
+        const runs: string[] = [];
+        for await (const w of client.workflow.list({ query: `WorkflowId = '${workflowIdFor(ns, n)}'` })) runs.push(w.runId);
+        expect(runs).toHaveLength(1);
+        const created = k.list('events', ns).filter((e) => e.involvedObject.name === n && e.reason === 'Created');
+        // Deployment and Service each created once, though both replicas saw every event.
+        expect(created.map((e) => e.message).sort()).toEqual([`Deployment ${ns}/${n} created`, `Service ${ns}/${n} created`]);
+      }
+    } finally {
+      await Promise.all([a.stop(), b.stop()]);
+    }
+  });
+
   it('ignores 100 label and annotation patches in 5 s, and coalesces 100 spec patches', async () => {
     const ns = k.createNamespace('storm');
     const operator = operatorFor(ns, 'storm');
