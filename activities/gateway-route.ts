@@ -111,3 +111,22 @@ export function removeOrphanRouteActivity({ gateway, kube }: ActivityDeps) {
     }
   };
 }
+
+/**
+ * Models whose status says they are published but whose route is not on the gateway (a gateway
+ * restarted with its routes in memory, or someone removed one): their workflows should look again.
+ */
+export function findUnpublishedModelsActivity({ gateway, kube }: ActivityDeps) {
+  return async function findUnpublishedModels(): Promise<{ namespace: string; name: string }[]> {
+    if (!gateway) return [];
+    try {
+      const onGateway = new Set((await gateway.list()).map((r) => r.id));
+      return (await kube.listModels())
+        .filter((m) => !m.metadata.deletionTimestamp && m.status?.conditions?.some((c) => c.type === 'GatewayRegistered' && c.status === 'True'))
+        .filter((m) => !onGateway.has(routeId({ namespace: m.metadata.namespace, name: m.metadata.name, uid: m.metadata.uid })))
+        .map((m) => ({ namespace: m.metadata.namespace, name: m.metadata.name }));
+    } catch (err) {
+      rethrow(err);
+    }
+  };
+}

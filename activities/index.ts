@@ -4,6 +4,7 @@ import { recordEventActivity } from './events.js';
 import { ensureFinalizerActivity, removeFinalizerActivity } from './finalizer.js';
 import {
   findOrphanRoutesActivity,
+  findUnpublishedModelsActivity,
   registerRouteActivity,
   removeOrphanRouteActivity,
   unregisterRouteActivity,
@@ -26,6 +27,7 @@ export function createActivities(deps: ActivityDeps) {
     unregisterRoute: unregisterRouteActivity(deps),
     findOrphanRoutes: findOrphanRoutesActivity(deps),
     removeOrphanRoute: removeOrphanRouteActivity(deps),
+    findUnpublishedModels: findUnpublishedModelsActivity(deps),
   };
 }
 

@@ -31,6 +31,11 @@ export class KubeClient {
     }
   }
 
+  async listModels(): Promise<MachineModel[]> {
+    const list = (await this.custom.listClusterCustomObject({ group, version, plural })) as { items: MachineModel[] };
+    return list.items;
+  }
+
   /** JSON patch on the MachineModel itself (finalizers); `test` operations make it conditional. */
   async jsonPatchModel(namespace: string, name: string, ops: object[]): Promise<MachineModel> {
     return (await this.custom.patchNamespacedCustomObject(

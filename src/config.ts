@@ -28,6 +28,8 @@ export interface OperatorConfig {
   build: BuildOptions;
   workflow: Partial<WorkflowConfig>;
   gateway: GatewayConfig;
+  /** How often the gateway janitor compares the gateway's routes with the models. */
+  gatewaySweepSeconds: number;
   /** Port for /metrics and /healthz; 0 turns them off. */
   metrics: { port: number; host: string };
   logLevel: string;
@@ -130,6 +132,7 @@ export function parseOperatorConfig(argv: string[]): OperatorConfig {
     .addOption(new Option('--caddy-listen <address>', 'listen address of that server, if the operator creates it').env('MMO_CADDY_LISTEN').default(':8080'))
     .addOption(new Option('--gateway-parent <ns/name>', 'parent Gateway of the HTTPRoutes (gateway-api)').env('MMO_GATEWAY_PARENT'))
     .addOption(new Option('--gateway-public-url <url>', 'base URL clients use to reach the gateway').env('MMO_GATEWAY_PUBLIC_URL'))
+    .addOption(new Option('--gateway-sweep <seconds>', 'how often routes without a model are removed and missing routes republished').env('MMO_GATEWAY_SWEEP_SECONDS').argParser(positiveInt('--gateway-sweep')).default(60))
     .addOption(new Option('--metrics-port <port>', 'port for /metrics and /healthz (0: off)').env('MMO_METRICS_PORT').argParser(port('--metrics-port')).default(0))
     .addOption(new Option('--metrics-host <address>', 'address /metrics listens on').env('MMO_METRICS_HOST').default('127.0.0.1'))
     .addOption(new Option('--log-level <level>', 'log level').choices(['trace', 'debug', 'info', 'warn', 'error']).env('LOG_LEVEL').default('info'))
@@ -146,6 +149,7 @@ export function parseOperatorConfig(argv: string[]): OperatorConfig {
     clusterDomain: string;
     progressDeadline: number;
     driftCheck: number;
+    gatewaySweep: number;
     metricsPort: number;
     metricsHost: string;
     logLevel: string;
@@ -161,6 +165,7 @@ export function parseOperatorConfig(argv: string[]): OperatorConfig {
     build: { ...defaultBuildOptions, gpuResourceName: o.gpuResourceName, clusterDomain: o.clusterDomain },
     workflow: { progressDeadlineSeconds: o.progressDeadline, driftCheckSeconds: o.driftCheck },
     gateway: gatewayConfigFrom(o),
+    gatewaySweepSeconds: o.gatewaySweep,
     metrics: { port: o.metricsPort, host: o.metricsHost },
     logLevel: o.logLevel,
   };

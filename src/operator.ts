@@ -94,9 +94,9 @@ export async function startOperator(config: OperatorConfig, log: Logger): Promis
     });
     if (config.gateway.kind !== 'none') {
       // Idempotent across replicas: the one janitor keeps running, the others' starts are no-ops.
-      const input: JanitorInput = { intervalSeconds: config.workflow.driftCheckSeconds ?? 600 };
+      const input: JanitorInput = { intervalSeconds: config.gatewaySweepSeconds };
       await client.workflow.start(janitorWorkflowType, {
-        workflowId: janitorWorkflowId,
+        workflowId: janitorWorkflowId(config.temporal.taskQueue),
         taskQueue: config.temporal.taskQueue,
         args: [input],
         workflowIdConflictPolicy: 'USE_EXISTING',

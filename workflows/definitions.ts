@@ -21,7 +21,10 @@ export interface ResyncRequest {
 export const resyncSignal = defineSignal<[ResyncRequest]>('resync');
 export const deletedSignal = defineSignal<[{ uid?: string }]>('deleted');
 
-export const janitorWorkflowId = 'machinemodel-gateway-janitor';
+/** One janitor per operator deployment: operators on other task queues may drive other gateways. */
+export function janitorWorkflowId(taskQueue: string): string {
+  return `machinemodel-gateway-janitor/${taskQueue}`;
+}
 export const janitorWorkflowType = 'gatewayJanitorWorkflow';
 /** Sweep for orphaned gateway routes now instead of at the next interval. */
 export const janitorSweepSignal = defineSignal('sweep');

@@ -25,8 +25,8 @@ beforeAll(async () => {
     MMO_CADDY_ADMIN: caddy.adminURL,
     MMO_CADDY_LISTEN: `127.0.0.1:${caddy.httpPort}`,
     MMO_GATEWAY_PUBLIC_URL: caddy.publicURL,
-    // The janitor sweeps for orphaned routes this often.
-    MMO_DRIFT_CHECK_SECONDS: '5',
+    // The janitor compares the gateway with the models this often.
+    MMO_GATEWAY_SWEEP_SECONDS: '3',
   }, 'caddy');
 });
 
@@ -134,6 +134,20 @@ describe('publication on a real Caddy through its admin API', () => {
     });
     expect(put.status).toBe(200);
     await eventually('orphan removed', async () => ((await caddy.routes()).some((r) => r['@id'] === orphan) ? undefined : true), 60_000);
+  });
+});
+
+describe('a gateway that forgets its routes', () => {
+  it('republishes the routes after Caddy restarts with an empty config', async () => {
+    k.apply(machineModel(ns, 'comeback'));
+    const mm = await registered('comeback');
+    const id = routeId({ namespace: ns, name: 'comeback', uid: mm.metadata.uid });
+    await caddy.stop();
+    await caddy.start();
+    expect((await caddy.routes()).some((r) => r['@id'] === id)).toBe(false);
+    const restarted = Date.now();
+    await eventually('route republished', async () => ((await caddy.routes()).some((r) => r['@id'] === id) ? true : undefined), 60_000);
+    console.log(`route republished ${((Date.now() - restarted) / 1000).toFixed(1)}s after Caddy restarted empty`);
   });
 });
 

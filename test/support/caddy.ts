@@ -54,7 +54,9 @@ export class CaddyProcess {
   }
 
   async routes(): Promise<{ '@id'?: string; match?: { path?: string[] }[]; handle?: { handler: string; upstreams?: { dial: string }[] }[] }[]> {
+    // Before the operator has created its server, Caddy answers 404 (or null): no routes.
     const res = await request('GET', `${this.adminURL}/config/apps/http/servers/machinemodels/routes`);
-    return (JSON.parse(res.body || 'null') as []) ?? [];
+    const routes: unknown = res.status === 200 ? JSON.parse(res.body || 'null') : null;
+    return Array.isArray(routes) ? routes : [];
   }
 }

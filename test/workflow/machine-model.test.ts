@@ -112,6 +112,7 @@ class FakeCluster {
       },
       findOrphanRoutes: async () => [],
       removeOrphanRoute: async () => ({ removed: false }),
+      findUnpublishedModels: async () => [],
     };
   }
 }
