@@ -165,6 +165,7 @@ export async function up(opts: StackOptions): Promise<StackInfo> {
     await down(opts.stateDir);
     throw err;
   }
+  saveStack(info);
   log(`stack up: kubeconfig ${info.kubeconfig}, Temporal ${info.temporalAddress}` +
     (info.temporalUiUrl ? `, Web UI ${info.temporalUiUrl}` : ''));
   return info;

@@ -1,0 +1,52 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, inject, it } from 'vitest';
+import { freePort } from '../../deploy/local/processes.js';
+
+const stack = inject('stack');
+const cli = fileURLToPath(new URL('../../deploy/local/cli.ts', import.meta.url));
+
+function stackCli(args: string[], env: Record<string, string>) {
+  return spawnSync(process.execPath, ['--import', 'tsx', cli, ...args], { env: { ...process.env, ...env }, encoding: 'utf8', timeout: 120_000 });
+}
+
+describe('npm run stack:up as a person runs it', () => {
+  it('uses an existing cluster and Temporal when KUBECONFIG and TEMPORAL_ADDRESS point at them, starting nothing', () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'mmo-existing-'));
+    const env = { MMO_STACK_DIR: dir, KUBECONFIG: stack.kubeconfig, TEMPORAL_ADDRESS: stack.temporalAddress };
+    const res = stackCli(['up'], env);
+    expect(res.status).toBe(0);
+    expect(res.stdout).toContain(`export KUBECONFIG=${stack.kubeconfig}`);
+    expect(res.stdout).toContain(`export TEMPORAL_ADDRESS=${stack.temporalAddress}`);
+    expect(res.stderr).toContain('using the existing cluster');
+    expect(res.stderr).toContain('using the existing Temporal');
+    const state = JSON.parse(readFileSync(path.join(dir, 'stack.json'), 'utf8')) as { processes: unknown[] };
+    expect(state.processes).toEqual([]);
+    expect(existsSync(path.join(dir, 'etcd'))).toBe(false);
+    expect(stackCli(['down'], env).status).toBe(0);
+  });
+
+  it('stops with one clear line when a port it needs is taken', async () => {
+    const port = await freePort();
+    const blocker = net.createServer();
+    // Listening before spawnSync blocks this process's event loop; the kernel then answers for it.
+    await new Promise<void>((resolve) => blocker.listen(port, '127.0.0.1', resolve));
+    try {
+      const dir = mkdtempSync(path.join(os.tmpdir(), 'mmo-busy-'));
+      const res = stackCli(['up'], { MMO_STACK_DIR: dir, KUBECONFIG: stack.kubeconfig, MMO_TEMPORAL_PORT: String(port) });
+      expect(res.status).toBe(1);
+      const lines = res.stderr.trim().split('\n').filter((l) => !l.includes('npm warn'));
+      expect(lines.at(-1)).toBe(
+        `error: port ${port} for Temporal frontend is in use: free it, choose another with MMO_TEMPORAL_PORT=<port>, ` +
+          'or point KUBECONFIG/TEMPORAL_ADDRESS at an existing cluster/Temporal.',
+      );
+      expect(res.stderr).not.toMatch(/\n\s+at /);
+    } finally {
+      blocker.close();
+    }
+  });
+});
