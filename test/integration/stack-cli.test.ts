@@ -18,16 +18,19 @@ describe('npm run stack:up as a person runs it', () => {
   it('uses an existing cluster and Temporal when KUBECONFIG and TEMPORAL_ADDRESS point at them, starting nothing', () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'mmo-existing-'));
     const env = { MMO_STACK_DIR: dir, KUBECONFIG: stack.kubeconfig, TEMPORAL_ADDRESS: stack.temporalAddress };
-    const res = stackCli(['up'], env);
-    expect(res.status).toBe(0);
-    expect(res.stdout).toContain(`export KUBECONFIG=${stack.kubeconfig}`);
-    expect(res.stdout).toContain(`export TEMPORAL_ADDRESS=${stack.temporalAddress}`);
-    expect(res.stderr).toContain('using the existing cluster');
-    expect(res.stderr).toContain('using the existing Temporal');
-    const state = JSON.parse(readFileSync(path.join(dir, 'stack.json'), 'utf8')) as { processes: unknown[] };
-    expect(state.processes).toEqual([]);
-    expect(existsSync(path.join(dir, 'etcd'))).toBe(false);
-    expect(stackCli(['down'], env).status).toBe(0);
+    try {
+      const res = stackCli(['up'], env);
+      expect(res.status).toBe(0);
+      expect(res.stdout).toContain(`export KUBECONFIG=${stack.kubeconfig}`);
+      expect(res.stdout).toContain(`export TEMPORAL_ADDRESS=${stack.temporalAddress}`);
+      expect(res.stderr).toContain('using the existing cluster');
+      expect(res.stderr).toContain('using the existing Temporal');
+      const state = JSON.parse(readFileSync(path.join(dir, 'stack.json'), 'utf8')) as { processes: unknown[] };
+      expect(state.processes).toEqual([]);
+      expect(existsSync(path.join(dir, 'etcd'))).toBe(false);
+    } finally {
+      expect(stackCli(['down', '--purge'], env).status).toBe(0);
+    }
   });
 
   it('stops with one clear line when a port it needs is taken', async () => {
@@ -35,9 +38,9 @@ describe('npm run stack:up as a person runs it', () => {
     const blocker = net.createServer();
     // Listening before spawnSync blocks this process's event loop; the kernel then answers for it.
     await new Promise<void>((resolve) => blocker.listen(port, '127.0.0.1', resolve));
+    const env = { MMO_STACK_DIR: mkdtempSync(path.join(os.tmpdir(), 'mmo-busy-')), KUBECONFIG: stack.kubeconfig, MMO_TEMPORAL_PORT: String(port) };
     try {
-      const dir = mkdtempSync(path.join(os.tmpdir(), 'mmo-busy-'));
-      const res = stackCli(['up'], { MMO_STACK_DIR: dir, KUBECONFIG: stack.kubeconfig, MMO_TEMPORAL_PORT: String(port) });
+      const res = stackCli(['up'], env);
       expect(res.status).toBe(1);
       const lines = res.stderr.trim().split('\n').filter((l) => !l.includes('npm warn'));
       expect(lines.at(-1)).toBe(
@@ -46,6 +49,8 @@ describe('npm run stack:up as a person runs it', () => {
       );
       expect(res.stderr).not.toMatch(/\n\s+at /);
     } finally {
+      // Should nothing have stopped it, it must not outlive the test.
+      stackCli(['down', '--purge'], env);
       blocker.close();
     }
   });
