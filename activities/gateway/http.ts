@@ -14,7 +14,13 @@ export function request(method: string, url: string, body?: unknown, timeoutMs =
     const client = url.startsWith('https:') ? https : http;
     const req = client.request(
       url,
-      { method, headers: payload === undefined ? {} : { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(payload) } },
+      {
+        method,
+        headers: payload === undefined ? {} : { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(payload) },
+        // A fresh connection each time: Caddy closes idle admin connections, and reusing one it just
+        // closed fails with "socket hang up".
+        agent: false,
+      },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
