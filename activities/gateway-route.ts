@@ -80,18 +80,32 @@ export function unregisterRouteActivity({ gateway }: ActivityDeps) {
   };
 }
 
-/** Routes of ours whose MachineModel (that namespace, name and uid) no longer exists. */
-export function findOrphanRoutesActivity({ gateway, kube }: ActivityDeps) {
-  return async function findOrphanRoutes(): Promise<ExistingRoute[]> {
-    if (!gateway) return [];
+export interface GatewayInspection {
+  /** Routes of ours whose MachineModel (that namespace, name and uid) no longer exists. */
+  orphans: ExistingRoute[];
+  /**
+   * Models whose status says they are published but whose route is not on the gateway (a gateway
+   * restarted with its routes in memory, or someone removed one): their workflows should look again.
+   */
+  unpublished: { namespace: string; name: string }[];
+}
+
+/** Compares the gateway with the models: one listing of each. */
+export function inspectGatewayActivity({ gateway, kube }: ActivityDeps) {
+  return async function inspectGateway(): Promise<GatewayInspection> {
+    if (!gateway) return { orphans: [], unpublished: [] };
     try {
-      const orphans: ExistingRoute[] = [];
-      for (const r of await gateway.list()) {
-        if (!r.owner) continue;
-        const model = await kube.getModel(r.owner.namespace, r.owner.name);
-        if (!model || model.metadata.uid !== r.owner.uid) orphans.push(r);
-      }
-      return orphans;
+      const routes = await gateway.list();
+      const models = await kube.listModels();
+      const liveIds = new Set(models.map((m) => routeId({ namespace: m.metadata.namespace, name: m.metadata.name, uid: m.metadata.uid })));
+      const onGateway = new Set(routes.map((r) => r.id));
+      return {
+        orphans: routes.filter((r) => r.owner && !liveIds.has(r.id)),
+        unpublished: models
+          .filter((m) => !m.metadata.deletionTimestamp && m.status?.conditions?.some((c) => c.type === 'GatewayRegistered' && c.status === 'True'))
+          .filter((m) => !onGateway.has(routeId({ namespace: m.metadata.namespace, name: m.metadata.name, uid: m.metadata.uid })))
+          .map((m) => ({ namespace: m.metadata.namespace, name: m.metadata.name })),
+      };
     } catch (err) {
       rethrow(err);
     }
@@ -112,21 +126,3 @@ export function removeOrphanRouteActivity({ gateway, kube }: ActivityDeps) {
   };
 }
 
-/**
- * Models whose status says they are published but whose route is not on the gateway (a gateway
- * restarted with its routes in memory, or someone removed one): their workflows should look again.
- */
-export function findUnpublishedModelsActivity({ gateway, kube }: ActivityDeps) {
-  return async function findUnpublishedModels(): Promise<{ namespace: string; name: string }[]> {
-    if (!gateway) return [];
-    try {
-      const onGateway = new Set((await gateway.list()).map((r) => r.id));
-      return (await kube.listModels())
-        .filter((m) => !m.metadata.deletionTimestamp && m.status?.conditions?.some((c) => c.type === 'GatewayRegistered' && c.status === 'True'))
-        .filter((m) => !onGateway.has(routeId({ namespace: m.metadata.namespace, name: m.metadata.name, uid: m.metadata.uid })))
-        .map((m) => ({ namespace: m.metadata.namespace, name: m.metadata.name }));
-    } catch (err) {
-      rethrow(err);
-    }
-  };
-}

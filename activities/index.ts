@@ -3,8 +3,7 @@ import type { ActivityDeps } from './deps.js';
 import { recordEventActivity } from './events.js';
 import { ensureFinalizerActivity, removeFinalizerActivity } from './finalizer.js';
 import {
-  findOrphanRoutesActivity,
-  findUnpublishedModelsActivity,
+  inspectGatewayActivity,
   registerRouteActivity,
   removeOrphanRouteActivity,
   unregisterRouteActivity,
@@ -25,9 +24,8 @@ export function createActivities(deps: ActivityDeps) {
     recordModelEvent: recordEventActivity(deps),
     registerRoute: registerRouteActivity(deps),
     unregisterRoute: unregisterRouteActivity(deps),
-    findOrphanRoutes: findOrphanRoutesActivity(deps),
+    inspectGateway: inspectGatewayActivity(deps),
     removeOrphanRoute: removeOrphanRouteActivity(deps),
-    findUnpublishedModels: findUnpublishedModelsActivity(deps),
   };
 }
 

@@ -7,7 +7,7 @@ import type { Activities } from '../activities/index.js';
 import { workflowIdFor } from '../src/api.js';
 import { janitorSweepSignal, resyncSignal, type JanitorInput } from './definitions.js';
 
-const { findOrphanRoutes, removeOrphanRoute, findUnpublishedModels } = proxyActivities<Activities>({
+const { inspectGateway, removeOrphanRoute } = proxyActivities<Activities>({
   startToCloseTimeout: '60 seconds',
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '60 seconds' },
 });
@@ -19,10 +19,11 @@ export async function gatewayJanitorWorkflow(input: JanitorInput): Promise<void>
     sweepRequested = true;
   });
   for (let sweep = 0; sweep < 50; sweep++) {
-    for (const route of await findOrphanRoutes()) {
+    const { orphans, unpublished } = await inspectGateway();
+    for (const route of orphans) {
       if ((await removeOrphanRoute(route)).removed) removed++;
     }
-    for (const key of await findUnpublishedModels()) {
+    for (const key of unpublished) {
       // A model without a running workflow is picked up by the informer's next event or restart.
       await getExternalWorkflowHandle(workflowIdFor(key.namespace, key.name))
         .signal(resyncSignal, { requestedBy: 'gateway janitor: route missing on the gateway' })

@@ -66,6 +66,12 @@ export class CaddyDriver implements GatewayDriver {
     return { status: res.status, json: parseJson(res.body) };
   }
 
+  /** Like call(), but a refusal (4xx) is an error too. */
+  private async change(method: string, path: string, body: unknown, what: string): Promise<void> {
+    const res = await this.call(method, path, body);
+    if (res.status >= 400) throw new GatewayUnavailable(`Caddy refused to ${what}: ${JSON.stringify(res.json)}`);
+  }
+
   private get routesPath(): string {
     return `/config/apps/http/servers/${this.opts.server}/routes`;
   }
@@ -86,8 +92,7 @@ export class CaddyDriver implements GatewayDriver {
     ] as const) {
       const existing = await this.call('GET', path);
       if (existing.status === 200 && existing.json !== null && existing.json !== undefined) continue;
-      const put = await this.call('PUT', path, value);
-      if (put.status >= 400) throw new GatewayUnavailable(`Caddy refused to create ${path}: ${JSON.stringify(put.json)}`);
+      await this.change('PUT', path, value, `create ${path}`);
     }
     return server.routes;
   }
@@ -103,18 +108,16 @@ export class CaddyDriver implements GatewayDriver {
   }
 
   async put(route: RouteSpec): Promise<boolean> {
-    await this.ensureServer();
     const desired = caddyRoute(route);
     const current = await this.call('GET', `/id/${route.id}`);
     if (current.status === 200) {
       if (isSubset(desired, current.json) && isSubset(current.json, desired)) return false;
-      const patched = await this.call('PATCH', `/id/${route.id}`, desired);
-      if (patched.status >= 400) throw new GatewayUnavailable(`Caddy refused to update route ${route.id}: ${JSON.stringify(patched.json)}`);
+      await this.change('PATCH', `/id/${route.id}`, desired, `update route ${route.id}`);
       return true;
     }
-    // Inserted first, ahead of the catch-all.
-    const created = await this.call('PUT', `${this.routesPath}/0`, desired);
-    if (created.status >= 400) throw new GatewayUnavailable(`Caddy refused route ${route.id}: ${JSON.stringify(created.json)}`);
+    // A new route: the server must exist first; inserted at the front, ahead of the catch-all.
+    await this.ensureServer();
+    await this.change('PUT', `${this.routesPath}/0`, desired, `add route ${route.id}`);
     return true;
   }
 

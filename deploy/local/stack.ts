@@ -63,18 +63,22 @@ export interface StackInfo {
 
 export const defaultStateDir = process.env.MMO_STACK_DIR ?? path.join(cacheRoot, 'stack');
 
-const fixedPorts: Ports = {
-  etcd: envPort('MMO_ETCD_PORT', 23790),
-  etcdPeer: envPort('MMO_ETCD_PEER_PORT', 23800),
-  apiserver: envPort('MMO_APISERVER_PORT', 16443),
-  controllerManager: envPort('MMO_CONTROLLER_MANAGER_PORT', 10257),
-  scheduler: envPort('MMO_SCHEDULER_PORT', 10259),
-  kwok: envPort('MMO_KWOK_PORT', 10247),
-  temporal: envPort('MMO_TEMPORAL_PORT', 7233),
-  temporalHttp: envPort('MMO_TEMPORAL_HTTP_PORT', 7243),
-  temporalMetrics: envPort('MMO_TEMPORAL_METRICS_PORT', 7244),
-  temporalUi: envPort('MMO_TEMPORAL_UI_PORT', 8233),
+/** Every port of the stack: what listens on it, the variable that moves it, its fixed default. */
+const portSettings: Record<keyof Ports, { what: string; env: string; fallback: number; part: 'kube' | 'temporal' }> = {
+  etcd: { what: 'etcd', env: 'MMO_ETCD_PORT', fallback: 23790, part: 'kube' },
+  etcdPeer: { what: 'etcd peer', env: 'MMO_ETCD_PEER_PORT', fallback: 23800, part: 'kube' },
+  apiserver: { what: 'kube-apiserver', env: 'MMO_APISERVER_PORT', fallback: 16443, part: 'kube' },
+  controllerManager: { what: 'kube-controller-manager', env: 'MMO_CONTROLLER_MANAGER_PORT', fallback: 10257, part: 'kube' },
+  scheduler: { what: 'kube-scheduler', env: 'MMO_SCHEDULER_PORT', fallback: 10259, part: 'kube' },
+  kwok: { what: 'kwok', env: 'MMO_KWOK_PORT', fallback: 10247, part: 'kube' },
+  temporal: { what: 'Temporal frontend', env: 'MMO_TEMPORAL_PORT', fallback: 7233, part: 'temporal' },
+  temporalHttp: { what: 'Temporal HTTP API', env: 'MMO_TEMPORAL_HTTP_PORT', fallback: 7243, part: 'temporal' },
+  temporalMetrics: { what: 'Temporal metrics', env: 'MMO_TEMPORAL_METRICS_PORT', fallback: 7244, part: 'temporal' },
+  temporalUi: { what: 'Temporal Web UI', env: 'MMO_TEMPORAL_UI_PORT', fallback: 8233, part: 'temporal' },
 };
+const portKeys = Object.keys(portSettings) as (keyof Ports)[];
+
+const fixedPorts = Object.fromEntries(portKeys.map((k) => [k, envPort(portSettings[k].env, portSettings[k].fallback)])) as unknown as Ports;
 
 function envPort(name: string, fallback: number): number {
   const raw = process.env[name];
@@ -189,25 +193,14 @@ export async function healthy(info: StackInfo): Promise<boolean> {
 }
 
 async function autoPorts(): Promise<Ports> {
-  const entries = await Promise.all(Object.keys(fixedPorts).map(async (k) => [k, await freePort()] as const));
+  const entries = await Promise.all(portKeys.map(async (k) => [k, await freePort()] as const));
   return Object.fromEntries(entries) as unknown as Ports;
 }
 
 async function requireFreePorts(ports: Ports, kube: boolean, temporal: boolean): Promise<void> {
-  const owners: Record<keyof Ports, [boolean, string, string]> = {
-    etcd: [kube, 'etcd', 'MMO_ETCD_PORT'],
-    etcdPeer: [kube, 'etcd peer', 'MMO_ETCD_PEER_PORT'],
-    apiserver: [kube, 'kube-apiserver', 'MMO_APISERVER_PORT'],
-    controllerManager: [kube, 'kube-controller-manager', 'MMO_CONTROLLER_MANAGER_PORT'],
-    scheduler: [kube, 'kube-scheduler', 'MMO_SCHEDULER_PORT'],
-    kwok: [kube, 'kwok', 'MMO_KWOK_PORT'],
-    temporal: [temporal, 'Temporal frontend', 'MMO_TEMPORAL_PORT'],
-    temporalHttp: [temporal, 'Temporal HTTP API', 'MMO_TEMPORAL_HTTP_PORT'],
-    temporalMetrics: [temporal, 'Temporal metrics', 'MMO_TEMPORAL_METRICS_PORT'],
-    temporalUi: [temporal, 'Temporal Web UI', 'MMO_TEMPORAL_UI_PORT'],
-  };
-  for (const [key, [needed, what, env]] of Object.entries(owners) as [keyof Ports, [boolean, string, string]][]) {
-    if (needed && (await portInUse(ports[key]))) {
+  for (const key of portKeys) {
+    const { what, env, part } = portSettings[key];
+    if ((part === 'kube' ? kube : temporal) && (await portInUse(ports[key]))) {
       throw new PrerequisiteError(
         `port ${ports[key]} for ${what} is in use: free it, choose another with ${env}=<port>, ` +
           'or point KUBECONFIG/TEMPORAL_ADDRESS at an existing cluster/Temporal.',

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { gatewayApiCrdFiles } from '../../deploy/local/gateway-api.js';
-import { eventually, kubectlFor } from '../support/cluster.js';
+import { conditionOf, eventually, kubectlFor } from '../support/cluster.js';
 import { machineModel } from '../support/models.js';
 import { installCrds, startOperatorProcess, type OperatorProcess } from '../support/operator-process.js';
 
@@ -41,7 +41,7 @@ describe('publication as a Gateway API HTTPRoute', () => {
     k.apply(machineModel(ns, 'routed', { endpointType: 'REST' }));
     const mm = await eventually<any>('registered', () => {
       const m = k.get('machinemodel', ns, 'routed');
-      const c = m?.status?.conditions?.find((x: { type: string }) => x.type === 'GatewayRegistered');
+      const c = conditionOf(m, 'GatewayRegistered');
       return c?.status === 'True' ? m : undefined;
     }, 60_000);
     expect(mm.status.gatewayURL).toBe(`https://api.example.com/models/${ns}/routed`);
@@ -84,7 +84,7 @@ describe('path prefix collisions between HTTPRoutes', () => {
     await eventually('first route', () => k.get('httproute', ns, 'first'), 60_000);
     k.apply(machineModel(ns, 'second', { gateway: { pathPrefix: '/api/shared' } }));
     const c = await eventually<any>('PathConflict', () => {
-      const cond = k.get('machinemodel', ns, 'second')?.status?.conditions?.find((x: { type: string }) => x.type === 'GatewayRegistered');
+      const cond = conditionOf(k.get('machinemodel', ns, 'second'), 'GatewayRegistered');
       return cond?.reason === 'PathConflict' ? cond : undefined;
     }, 60_000);
     expect(c.message).toContain(`MachineModel ${ns}/first`);
@@ -105,7 +105,7 @@ describe('bad Gateway API configuration', () => {
       k.apply(machineModel(ns2, 'orphaned'));
       const c = await eventually<any>('GatewayMisconfigured', () => {
         const m = k.get('machinemodel', ns2, 'orphaned');
-        const cond = m?.status?.conditions?.find((x: { type: string }) => x.type === 'GatewayRegistered');
+        const cond = conditionOf(m, 'GatewayRegistered');
         return cond?.reason === 'GatewayMisconfigured' ? cond : undefined;
       }, 60_000);
       expect(c.message).toContain(`parent Gateway ${gwNs}/missing does not exist`);

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { request } from '../../activities/gateway/http.js';
 import { freePort } from '../../deploy/local/processes.js';
 import { routeId } from '../../src/gateway-route.js';
-import { eventually, kubectlFor } from '../support/cluster.js';
+import { conditionOf, eventually, kubectlFor } from '../support/cluster.js';
 import { CaddyProcess } from '../support/caddy.js';
 import { machineModel } from '../support/models.js';
 import { installCrds, startOperatorProcess, type OperatorProcess } from '../support/operator-process.js';
@@ -36,7 +36,7 @@ afterAll(async () => {
 });
 
 const gatewayCondition = (name: string) =>
-  k.get('machinemodel', ns, name)?.status?.conditions?.find((c: { type: string }) => c.type === 'GatewayRegistered');
+  conditionOf(k.get('machinemodel', ns, name), 'GatewayRegistered');
 
 async function registered(name: string) {
   return eventually<any>(`${name} registered`, () => {
@@ -165,7 +165,7 @@ describe('bad gateway configuration', () => {
       k.apply(machineModel(ns2, 'lonely'));
       const c = await eventually<any>('GatewayUnavailable', () => {
         const mm = k.get('machinemodel', ns2, 'lonely');
-        const cond = mm?.status?.conditions?.find((x: { type: string }) => x.type === 'GatewayRegistered');
+        const cond = conditionOf(mm, 'GatewayRegistered');
         return mm?.status?.phase === 'Ready' && cond?.reason === 'GatewayUnavailable' ? cond : undefined;
       }, 60_000);
       expect(c.message).toContain(`http://127.0.0.1:${closed}`);

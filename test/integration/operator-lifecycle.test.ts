@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { freePort } from '../../deploy/local/processes.js';
 import { finalizerName, workflowIdFor } from '../../src/api.js';
 import { stateQuery } from '../../workflows/definitions.js';
-import { eventually, kubectlFor } from '../support/cluster.js';
+import { conditionOf, eventually, kubectlFor } from '../support/cluster.js';
 import { machineModel, seedExample } from '../support/models.js';
 import { installCrds, startOperatorProcess, temporalClient, type OperatorProcess } from '../support/operator-process.js';
 
@@ -44,7 +44,7 @@ describe('operator lifecycle against the real apiserver', () => {
     expect(mm.metadata.finalizers).toContain(finalizerName);
     expect(mm.status.inferenceURL).toBe(`http://${name}.${ns}.svc.cluster.local:80`);
     expect(mm.status.observedGeneration).toBe(mm.metadata.generation);
-    expect(mm.status.conditions.find((c: { type: string }) => c.type === 'Ready').status).toBe('True');
+    expect(conditionOf(mm, 'Ready')?.status).toBe('True');
 
     for (const kind of ['deployment', 'service', 'horizontalpodautoscaler']) {
       const child = k.get(kind, ns, name);
@@ -176,7 +176,7 @@ describe('operator lifecycle against the real apiserver', () => {
     k.kubectl('-n', ns, 'create', 'deployment', 'taken', '--image=registry.example.com/other:1');
     k.apply(machineModel(ns, 'taken'));
     const ready = await eventually('Failed with NotOwned', () => {
-      const c = k.get('machinemodel', ns, 'taken')?.status?.conditions?.find((x: { type: string }) => x.type === 'Ready');
+      const c = conditionOf(k.get('machinemodel', ns, 'taken'), 'Ready');
       return c?.reason === 'NotOwned' ? c : undefined;
     });
     expect(phaseOf('taken')).toBe('Failed');

@@ -45,3 +45,8 @@ export async function eventually<T>(what: string, probe: () => T | undefined | P
   }
   throw new Error(`timed out after ${timeoutMs / 1000}s waiting for ${what}${last ? `: ${String(last)}` : ''}`);
 }
+
+/** A status condition of an object (as kubectl returns it), by type. */
+export function conditionOf(obj: any, type: string): { type: string; status: string; reason: string; message: string } | undefined {
+  return obj?.status?.conditions?.find((c: { type: string }) => c.type === type);
+}

@@ -110,9 +110,8 @@ class FakeCluster {
         if (this.gatewayConfigured && this.gatewayDown) throw ApplicationFailure.retryable('Caddy admin API is unreachable', 'GatewayUnavailable');
         return { removed: this.routes.delete(r.uid) };
       },
-      findOrphanRoutes: async () => [],
+      inspectGateway: async () => ({ orphans: [], unpublished: [] }),
       removeOrphanRoute: async () => ({ removed: false }),
-      findUnpublishedModels: async () => [],
     };
   }
 }
