@@ -6,6 +6,7 @@ import {
   PatchStrategy,
   setHeaderOptions,
   type KubernetesObject,
+  type V1Pod,
 } from '@kubernetes/client-node';
 import { apiStatus } from '../src/kube-errors.js';
 import { fieldManager, group, plural, version, type MachineModel, type MachineModelStatus } from '../src/api.js';
@@ -49,6 +50,10 @@ export class KubeClient {
       { group, version, plural, namespace, name, body: { status } },
       setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
     );
+  }
+
+  async listPods(namespace: string, labelSelector: string): Promise<V1Pod[]> {
+    return (await this.core.listNamespacedPod({ namespace, labelSelector })).items;
   }
 
   async read<T extends KubernetesObject>(apiVersion: string, kind: string, namespace: string, name: string): Promise<T | undefined> {

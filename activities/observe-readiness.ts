@@ -1,6 +1,8 @@
 import type { V1Deployment } from '@kubernetes/client-node';
 import type { ModelRef } from '../src/api.js';
-import type { Readiness } from '../src/status.js';
+import { selectorString } from '../src/desired-state.js';
+import { unschedulablePods } from '../src/pod-scheduling.js';
+import { isReady, type Readiness } from '../src/status.js';
 import type { ActivityDeps } from './deps.js';
 import { classify } from './errors.js';
 
@@ -13,7 +15,7 @@ export function observeReadinessActivity({ kube }: ActivityDeps) {
       return { found: false, desiredReplicas: 0, replicas: 0, readyReplicas: 0, availableReplicas: 0, updatedReplicas: 0, observedLatest: false };
     }
     const available = d.status?.conditions?.find((c) => c.type === 'Available');
-    return {
+    const readiness: Readiness = {
       found: true,
       desiredReplicas: d.spec?.replicas ?? 1,
       replicas: d.status?.replicas ?? 0,
@@ -25,5 +27,12 @@ export function observeReadinessActivity({ kube }: ActivityDeps) {
         ? { status: available.status as 'True' | 'False' | 'Unknown', reason: available.reason ?? '', message: available.message ?? '' }
         : undefined,
     };
+    if (isReady(readiness)) return readiness;
+    // Only a rollout that waits is worth a pod listing: it may be waiting for the scheduler.
+    const pods = await kube.listPods(ref.namespace, selectorString(ref.name)).catch((err: unknown) => {
+      throw classify(err, `listing the Pods of ${ref.namespace}/${ref.name}`);
+    });
+    const unschedulable = unschedulablePods(pods);
+    return unschedulable ? { ...readiness, unschedulable } : readiness;
   };
 }

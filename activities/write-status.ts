@@ -46,6 +46,8 @@ async function recordPhaseEvent(ref: ModelRef, status: MachineModelStatus, kube:
       return recordEvent(kube, ref, 'Normal', 'Ready', message);
     case 'Failed':
       return recordEvent(kube, ref, 'Warning', ready?.reason ?? 'Failed', message);
+    case 'Pending':
+      return recordEvent(kube, ref, 'Warning', 'Unschedulable', message);
     case 'Deleting':
       return recordEvent(kube, ref, 'Normal', 'Deleting', message);
     default:

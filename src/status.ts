@@ -1,5 +1,6 @@
 // What the MachineModel's status should say, from what a reconcile round decided and observed. Pure.
 import type { Condition, MachineModelStatus, Phase } from './api.js';
+import type { Unschedulable } from './pod-scheduling.js';
 
 /** What the workflow concluded this round. */
 export type Verdict =
@@ -20,6 +21,8 @@ export interface Readiness {
   /** The Deployment controller has seen the latest spec. */
   observedLatest: boolean;
   available?: { status: Condition['status']; reason: string; message: string };
+  /** Set when the rollout waits for the scheduler (e.g. no node has the GPUs asked for). */
+  unschedulable?: Unschedulable;
 }
 
 export function isReady(r: Readiness | undefined): boolean {
@@ -54,9 +57,17 @@ const phases: Record<Verdict['kind'], Phase> = {
   deleting: 'Deleting',
 };
 
+/** A rollout whose pods the scheduler cannot place is Pending, not Deploying: it will not progress by waiting alone. */
+function phaseOf(v: Verdict, r: Readiness | undefined): Phase {
+  return v.kind === 'progressing' && r?.unschedulable ? 'Pending' : phases[v.kind];
+}
+
 function replicaSummary(r: Readiness | undefined): string {
   if (!r?.found) return 'the Deployment does not exist yet';
-  return `${r.readyReplicas} of ${r.desiredReplicas} replicas ready, ${r.updatedReplicas} updated`;
+  const summary = `${r.readyReplicas} of ${r.desiredReplicas} replicas ready, ${r.updatedReplicas} updated`;
+  if (!r.unschedulable) return summary;
+  const pods = r.unschedulable.pods === 1 ? '1 pod' : `${r.unschedulable.pods} pods`;
+  return `${summary}; ${pods} cannot be scheduled: ${r.unschedulable.message}`;
 }
 
 function readyCondition(v: Verdict, r: Readiness | undefined): Omit<Condition, 'lastTransitionTime'> {
@@ -64,6 +75,7 @@ function readyCondition(v: Verdict, r: Readiness | undefined): Omit<Condition, '
     case 'ready':
       return { type: 'Ready', status: 'True', reason: 'ModelReady', message: replicaSummary(r) };
     case 'progressing':
+      if (r?.unschedulable) return { type: 'Ready', status: 'False', reason: 'Unschedulable', message: `waiting for the scheduler: ${replicaSummary(r)}` };
       return { type: 'Ready', status: 'False', reason: 'Progressing', message: `rolling out: ${replicaSummary(r)}` };
     case 'deadline-exceeded':
       return {
@@ -98,7 +110,7 @@ export function computeStatus(prev: MachineModelStatus | undefined, input: Statu
   const wanted = [readyCondition(input.verdict, input.readiness), availableCondition(input.readiness), ...(input.extraConditions ?? [])];
   for (const c of wanted) conditions = setCondition(conditions, { ...c, observedGeneration: input.generation }, input.now);
   const status: MachineModelStatus = {
-    phase: phases[input.verdict.kind],
+    phase: phaseOf(input.verdict, input.readiness),
     replicas: input.readiness?.readyReplicas ?? 0,
     observedGeneration: input.generation,
     conditions,

@@ -107,6 +107,20 @@ describe('operator lifecycle against the real apiserver', () => {
     await readyModel('drift');
   });
 
+  it('reports a model no node can place as Pending with the scheduler\'s reason, and recovers when the ask fits', async () => {
+    // The fake node has 16 GPUs.
+    k.apply(machineModel(ns, 'greedy', { resources: { cpu: '100m', memory: '128Mi', gpu: 32 } }));
+    const pending = await eventually<any>('greedy Pending', () => (phaseOf('greedy') === 'Pending' ? k.get('machinemodel', ns, 'greedy') : undefined));
+    const ready = conditionOf(pending, 'Ready');
+    expect(ready).toMatchObject({ status: 'False', reason: 'Unschedulable' });
+    expect(ready?.message).toContain('Insufficient nvidia.com/gpu');
+    await eventually('an Unschedulable Event', () =>
+      k.list('events', ns).some((e) => e.involvedObject.name === 'greedy' && e.reason === 'Unschedulable' && e.type === 'Warning') ? true : undefined,
+    );
+    k.kubectl('-n', ns, 'patch', 'mm', 'greedy', '--type=merge', '-p', '{"spec":{"resources":{"gpu":1}}}');
+    await readyModel('greedy');
+  });
+
   it('runs the finalizer on deletion: children collected, workflow completed', async () => {
     k.apply(machineModel(ns, 'doomed'));
     await readyModel('doomed');

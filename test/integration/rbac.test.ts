@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { writeServiceAccountKubeconfig } from '../../deploy/local/kubeconfig.js';
 import { kubectlRun } from '../../deploy/local/stack.js';
-import { eventually, kubectlFor } from '../support/cluster.js';
+import { conditionOf, eventually, kubectlFor } from '../support/cluster.js';
 import { machineModel } from '../support/models.js';
 import { installCrds, startOperatorProcess, type OperatorProcess } from '../support/operator-process.js';
 
@@ -48,11 +48,23 @@ describe('the operator as its own ServiceAccount under deploy/operator/rbac.yaml
       return m?.status?.phase === 'Ready' ? m : undefined;
     }, 60_000);
     expect(k.get('horizontalpodautoscaler', ns, 'least-privilege').metadata.ownerReferences[0].uid).toBe(mm.metadata.uid);
-    const events = k.list('events', ns).filter((e) => e.involvedObject.name === 'least-privilege').map((e) => e.reason);
-    expect(events).toContain('Created');
+    const events = k.list('events', ns).filter((e) => e.involvedObject.name === 'least-privilege');
+    expect(events.map((e) => e.reason)).toContain('Created');
+    // A forbidden call would have surfaced as a Failed phase and a Warning on the way to Ready.
+    expect(events.filter((e) => e.type === 'Warning').map((e) => `${e.reason}: ${e.message}`)).toEqual([]);
     k.kubectl('-n', ns, 'patch', 'mm', 'least-privilege', '--type=merge', '-p', '{"spec":{"maxReplicas":1}}');
     await eventually('HPA deleted', () => (k.get('horizontalpodautoscaler', ns, 'least-privilege') === undefined ? true : undefined));
     k.kubectl('-n', ns, 'delete', 'mm', 'least-privilege', '--wait=true', '--timeout=60s');
     expect(k.get('machinemodel', ns, 'least-privilege')).toBeUndefined();
+  });
+
+  it('may list Pods, so a model no node can place is reported as Pending', async () => {
+    k.apply(machineModel(ns, 'unplaceable', { resources: { cpu: '100m', memory: '128Mi', gpu: 32 } }));
+    const mm = await eventually('Pending', () => {
+      const m = k.get('machinemodel', ns, 'unplaceable');
+      return m?.status?.phase === 'Pending' ? m : undefined;
+    }, 40_000);
+    expect(conditionOf(mm, 'Ready')?.reason).toBe('Unschedulable');
+    k.kubectl('-n', ns, 'delete', 'mm', 'unplaceable', '--wait=true', '--timeout=60s');
   });
 });

@@ -38,6 +38,23 @@ describe('computeStatus', () => {
     expect(f.conditions?.find((c) => c.type === 'Available')).toMatchObject({ status: 'Unknown', reason: 'DeploymentNotFound' });
   });
 
+  it('reports a rollout the scheduler cannot place as Pending, with the scheduler\'s reason', () => {
+    const unschedulable = { pods: 2, message: '0/1 nodes are available: 1 Insufficient nvidia.com/gpu.' };
+    const s = computeStatus(undefined, { generation: 1, verdict: { kind: 'progressing' }, readiness: { ...readiness(0), unschedulable }, now: 't' });
+    expect(s.phase).toBe('Pending');
+    expect(s.conditions?.find((c) => c.type === 'Ready')).toMatchObject({
+      status: 'False',
+      reason: 'Unschedulable',
+      message: expect.stringContaining('2 pods cannot be scheduled: 0/1 nodes are available: 1 Insufficient nvidia.com/gpu.'),
+    });
+    // Past the progress deadline it is Failed, and the message still names the cause.
+    const late = computeStatus(s, { generation: 1, verdict: { kind: 'deadline-exceeded', deadlineSeconds: 600 }, readiness: { ...readiness(0), unschedulable }, now: 't2' });
+    expect(late.phase).toBe('Failed');
+    expect(late.conditions?.find((c) => c.type === 'Ready')?.message).toContain('Insufficient nvidia.com/gpu');
+    // Scheduled again: back to Deploying.
+    expect(computeStatus(s, { generation: 1, verdict: { kind: 'progressing' }, readiness: readiness(1), now: 't3' }).phase).toBe('Deploying');
+  });
+
   it('detects when nothing would change', () => {
     const a = computeStatus(undefined, { generation: 1, verdict: { kind: 'ready' }, readiness: readiness(2), now: 't1' });
     const b = computeStatus(a, { generation: 1, verdict: { kind: 'ready' }, readiness: readiness(2), now: 't2' });
