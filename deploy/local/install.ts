@@ -47,7 +47,7 @@ async function installWheel(c: WheelComponent, log: Log): Promise<void> {
 
 /** Builds the multi-call binary; the first build compiles Kubernetes and takes many minutes, so it reports progress. */
 async function buildGo(c: GoComponent, log: Log): Promise<void> {
-  requireCommand('go', ['version'], 'The Go toolchain (go 1.26 or newer)');
+  requireCommand('go', ['version'], 'the Go toolchain (go 1.26 or newer)');
   const dir = componentDir(c);
   const out = path.join(`${dir}.partial`, 'bin', c.binary);
   rmSync(`${dir}.partial`, { recursive: true, force: true });

@@ -1,10 +1,11 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, symlinkSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, inject, it } from 'vitest';
+import { allComponents, componentDir } from '../../deploy/local/components.js';
 import { freePort } from '../../deploy/local/processes.js';
 
 const stack = inject('stack');
@@ -53,5 +54,39 @@ describe('npm run stack:up as a person runs it', () => {
       stackCli(['down', '--purge'], env);
       blocker.close();
     }
+  });
+
+  describe('a machine without the tools to install the stack', () => {
+    const tmp = (prefix: string) => mkdtempSync(path.join(os.tmpdir(), prefix));
+    /** No python3, no go: a PATH that holds nothing. Node itself is started by its absolute path. */
+    const bare = () => ({ PATH: tmp('mmo-path-'), KUBECONFIG: '', TEMPORAL_ADDRESS: '', MMO_STACK_DIR: tmp('mmo-bare-') });
+    const lastLine = (stderr: string) => stderr.trim().split('\n').filter((l) => !l.includes('npm warn')).at(-1);
+
+    it('names python3 with pip when nothing is installed yet', () => {
+      const cache = tmp('mmo-cache-');
+      const res = stackCli(['up'], { ...bare(), MMO_CACHE_DIR: cache });
+      expect(res.status).toBe(1);
+      expect(lastLine(res.stderr)).toBe(
+        'error: python3 with pip is required to install the local stack but `python3 -m pip --version` failed: install it, ' +
+          'or point KUBECONFIG at an existing cluster and TEMPORAL_ADDRESS at an existing Temporal.',
+      );
+      expect(res.stderr).not.toMatch(/\n\s+at /);
+      expect(readdirSync(cache)).toEqual([]);
+    });
+
+    it('names the Go toolchain when only the control plane is left to build', () => {
+      // The wheels are already in the cache (linked from this run's), so the Go build is the next step.
+      const cache = tmp('mmo-cache-');
+      for (const c of allComponents.filter((c) => c.kind === 'wheel')) symlinkSync(componentDir(c), path.join(cache, path.basename(componentDir(c))));
+      const env = { ...bare(), MMO_CACHE_DIR: cache };
+      const res = stackCli(['up'], env);
+      expect(res.status).toBe(1);
+      expect(lastLine(res.stderr)).toBe(
+        'error: the Go toolchain (go 1.26 or newer) is required to install the local stack but `go version` failed: install it, ' +
+          'or point KUBECONFIG at an existing cluster and TEMPORAL_ADDRESS at an existing Temporal.',
+      );
+      expect(res.stderr).not.toMatch(/\n\s+at /);
+      expect(existsSync(path.join(env.MMO_STACK_DIR, 'stack.json'))).toBe(false);
+    });
   });
 });
