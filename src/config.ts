@@ -114,8 +114,8 @@ export function temporalConfigFrom(flags: TemporalFlags, env: NodeJS.ProcessEnv 
   };
 }
 
-export function parseOperatorConfig(argv: string[]): OperatorConfig {
-  const cmd = temporalOptions(new Command('machinemodel-operator'))
+function operatorCommand(): Command {
+  return temporalOptions(new Command('machinemodel-operator'))
     .description('Kubernetes operator for MachineModel resources; each resource is reconciled by a durable Temporal workflow')
     .addOption(new Option('--kubeconfig <file>', 'kubeconfig (default: in-cluster, then ~/.kube/config)').env('KUBECONFIG'))
     .addOption(new Option('--namespaces <list>', 'comma-separated namespaces to watch (default: all)').env('MMO_NAMESPACES').default(''))
@@ -138,6 +138,16 @@ export function parseOperatorConfig(argv: string[]): OperatorConfig {
     .addOption(new Option('--log-level <level>', 'log level').choices(['trace', 'debug', 'info', 'warn', 'error']).env('LOG_LEVEL').default('info'))
     .exitOverride()
     .configureOutput({ writeErr: (s) => process.stderr.write(s) });
+}
+
+/** Every environment variable the operator reads: a manifest that sets any other has a typo. */
+export function operatorEnvironment(): string[] {
+  const fromOptions = operatorCommand().options.flatMap((o) => (o.envVar ? [o.envVar] : []));
+  return [...fromOptions, 'TEMPORAL_API_KEY'];
+}
+
+export function parseOperatorConfig(argv: string[]): OperatorConfig {
+  const cmd = operatorCommand();
   cmd.parse(argv, { from: 'user' });
   const o = cmd.opts<TemporalFlags & GatewayFlags & {
     kubeconfig?: string;

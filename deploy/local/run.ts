@@ -19,7 +19,7 @@ async function main(): Promise<void> {
   process.env.TEMPORAL_NAMESPACE = stack.temporalNamespace;
   const kubectl = (...args: string[]) => kubectlRun(stack, args);
 
-  kubectl('apply', '--server-side', '-f', repo('crds'));
+  kubectl('apply', '--server-side', '-k', repo('crds'));
   kubectl('wait', '--for=condition=Established', 'crd/machinemodels.stable.example.com', '--timeout=60s');
 
   const config = parseOperatorConfig(process.argv.slice(2));

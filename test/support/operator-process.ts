@@ -8,7 +8,7 @@ import { kubectlRun, type StackInfo } from '../../deploy/local/stack.js';
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
 export function installCrds(stack: StackInfo): void {
-  kubectlRun(stack, ['apply', '--server-side', '-f', path.join(root, 'crds')]);
+  kubectlRun(stack, ['apply', '--server-side', '-k', path.join(root, 'crds')]);
   kubectlRun(stack, ['wait', '--for=condition=Established', 'crd/machinemodels.stable.example.com', '--timeout=30s']);
 }
 
