@@ -8,6 +8,7 @@ import {
   type KubernetesObject,
   type V1Pod,
 } from '@kubernetes/client-node';
+import { apiClient } from '../src/kube-api.js';
 import { apiStatus } from '../src/kube-errors.js';
 import { fieldManager, group, plural, version, type MachineModel, type MachineModelStatus } from '../src/api.js';
 
@@ -18,9 +19,10 @@ export class KubeClient {
   readonly core: CoreV1Api;
 
   constructor(readonly config: KubeConfig) {
-    this.objects = KubernetesObjectApi.makeApiClient(config);
-    this.custom = config.makeApiClient(CustomObjectsApi);
-    this.core = config.makeApiClient(CoreV1Api);
+    // Objects always carry their namespace here, so the kubeconfig's default namespace is not needed.
+    this.objects = apiClient(config, KubernetesObjectApi);
+    this.custom = apiClient(config, CustomObjectsApi);
+    this.core = apiClient(config, CoreV1Api);
   }
 
   async getModel(namespace: string, name: string): Promise<MachineModel | undefined> {

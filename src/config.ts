@@ -30,6 +30,8 @@ export interface OperatorConfig {
   gateway: GatewayConfig;
   /** How often the gateway janitor compares the gateway's routes with the models. */
   gatewaySweepSeconds: number;
+  /** The apiserver ends each watch after this; a watch silent well past it is presumed dead. */
+  watchTimeoutSeconds: number;
   /** Port for /metrics and /healthz; 0 turns them off. */
   metrics: { port: number; host: string };
   logLevel: string;
@@ -133,6 +135,7 @@ function operatorCommand(): Command {
     .addOption(new Option('--gateway-parent <ns/name>', 'parent Gateway of the HTTPRoutes (gateway-api)').env('MMO_GATEWAY_PARENT'))
     .addOption(new Option('--gateway-public-url <url>', 'base URL clients use to reach the gateway').env('MMO_GATEWAY_PUBLIC_URL'))
     .addOption(new Option('--gateway-sweep <seconds>', 'how often routes without a model are removed and missing routes republished').env('MMO_GATEWAY_SWEEP_SECONDS').argParser(positiveInt('--gateway-sweep')).default(60))
+    .addOption(new Option('--watch-timeout <seconds>', 'the apiserver ends each watch after this; silence well past it restarts the watch').env('MMO_WATCH_TIMEOUT_SECONDS').argParser(positiveInt('--watch-timeout')).default(300))
     .addOption(new Option('--metrics-port <port>', 'port for /metrics and /healthz (0: off)').env('MMO_METRICS_PORT').argParser(port('--metrics-port')).default(0))
     .addOption(new Option('--metrics-host <address>', 'address /metrics listens on').env('MMO_METRICS_HOST').default('127.0.0.1'))
     .addOption(new Option('--log-level <level>', 'log level').choices(['trace', 'debug', 'info', 'warn', 'error']).env('LOG_LEVEL').default('info'))
@@ -160,6 +163,7 @@ export function parseOperatorConfig(argv: string[]): OperatorConfig {
     progressDeadline: number;
     driftCheck: number;
     gatewaySweep: number;
+    watchTimeout: number;
     metricsPort: number;
     metricsHost: string;
     logLevel: string;
@@ -176,6 +180,7 @@ export function parseOperatorConfig(argv: string[]): OperatorConfig {
     workflow: { progressDeadlineSeconds: o.progressDeadline, driftCheckSeconds: o.driftCheck },
     gateway: gatewayConfigFrom(o),
     gatewaySweepSeconds: o.gatewaySweep,
+    watchTimeoutSeconds: o.watchTimeout,
     metrics: { port: o.metricsPort, host: o.metricsHost },
     logLevel: o.logLevel,
   };

@@ -4,14 +4,18 @@
 // Failure modes of @kubernetes/client-node 1.4's ListWatch that this handles:
 // - any list or watch error (apiserver down, connection reset, 403, 5xx) emits `error` and the
 //   ListWatch stops for good: we restart it with capped exponential backoff;
-// - the watch request sets no timeout, so a silently dead connection would hang forever: the
-//   watch path asks the server to end each watch after `timeoutSeconds`, after which the
-//   ListWatch re-watches from its last resourceVersion (a 410 Gone makes it re-list);
+// - the watch request sets no client timeout (its AbortSignal.timeout is overwritten), and TCP
+//   keepalive takes over ten minutes to notice a dead peer, so a silently dead connection would
+//   hang for a long time: the server is asked to end each watch after `timeoutSeconds` (the
+//   ListWatch then re-watches from its last resourceVersion; a 410 Gone makes it re-list), and a
+//   watchdog restarts a source that has been silent well past that, because a server's close
+//   never arrives over a dead connection;
 // - a re-list only reports objects that changed: after a restart every cached MachineModel is
 //   signalled again, so a change missed while disconnected is still looked at.
 import { KubeConfig, KubernetesObjectApi, ListWatch, Watch, type KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { childSelector, group, plural, version } from './api.js';
+import { apiClient } from './kube-api.js';
 import { apiMessage } from './kube-errors.js';
 import { ChangeFilter, modelKeyOf, type SignalRequest, type WatchedKind, type WatchedObject } from './event-filter.js';
 
@@ -66,9 +70,14 @@ export const defaultInformerOptions: InformerOptions = {
 class Source {
   readonly lw: ListWatch<KubernetesObject>;
   private failures = 0;
+  /** Restarts after failures, for the metrics. */
+  restarts = 0;
   private restartTimer: NodeJS.Timeout | undefined;
   private stopped = false;
   private failedSinceStart = false;
+  /** Last sign of life: a (re)connect or any event. A healthy watch reconnects every timeoutSeconds. */
+  private lastActivity = Date.now();
+  private watchdog: NodeJS.Timeout | undefined;
   /** Resolves after the first successful list. */
   readonly synced: Promise<void>;
   private markSynced!: () => void;
@@ -82,7 +91,7 @@ class Source {
     private readonly onRelisted: (source: Source) => void,
     private readonly log: Logger,
   ) {
-    const api = KubernetesObjectApi.makeApiClient(kc);
+    const api = apiClient(kc, KubernetesObjectApi);
     const collection = `${spec.prefix}${namespace ? `/namespaces/${namespace}` : ''}/${spec.resource}`;
     const watchPath = `${collection}?timeoutSeconds=${opts.watchTimeoutSeconds}&allowWatchBookmarks=true`;
     const list = () =>
@@ -91,10 +100,24 @@ class Source {
       >;
     this.lw = new ListWatch(watchPath, new Watch(kc), list, false, spec.labelSelector);
     this.synced = new Promise((resolve) => (this.markSynced = resolve));
-    this.lw.on('add', (o) => this.onEvent(spec.kind, 'added', o as WatchedObject));
-    this.lw.on('update', (o) => this.onEvent(spec.kind, 'updated', o as WatchedObject));
-    this.lw.on('delete', (o) => this.onEvent(spec.kind, 'deleted', o as WatchedObject));
+    const alive = () => (this.lastActivity = Date.now());
+    this.lw.on('connect', alive);
+    this.lw.on('add', (o) => (alive(), this.onEvent(spec.kind, 'added', o as WatchedObject)));
+    this.lw.on('update', (o) => (alive(), this.onEvent(spec.kind, 'updated', o as WatchedObject)));
+    this.lw.on('delete', (o) => (alive(), this.onEvent(spec.kind, 'deleted', o as WatchedObject)));
     this.lw.on('error', (err) => this.failed(err));
+  }
+
+  /** Silence longer than this means the connection is dead, not the collection quiet. */
+  private get silenceLimitMs(): number {
+    return (this.opts.watchTimeoutSeconds + Math.max(5, this.opts.watchTimeoutSeconds / 5)) * 1000;
+  }
+
+  private checkAlive(): void {
+    if (this.stopped || this.restartTimer || Date.now() - this.lastActivity < this.silenceLimitMs) return;
+    const silentSeconds = Math.round((Date.now() - this.lastActivity) / 1000);
+    void this.lw.stop();
+    this.failed(new Error(`no word from the watch for ${silentSeconds}s although the server ends each after ${this.opts.watchTimeoutSeconds}s: connection presumed dead`));
   }
 
   private get label(): string {
@@ -103,6 +126,8 @@ class Source {
 
   async start(): Promise<void> {
     this.failedSinceStart = false;
+    this.lastActivity = Date.now();
+    this.watchdog ??= setInterval(() => this.checkAlive(), Math.min(this.silenceLimitMs / 4, 15_000));
     await this.lw.start();
     if (this.failedSinceStart || this.stopped) return;
     const wasFailing = this.failures > 0;
@@ -116,17 +141,22 @@ class Source {
 
   private failed(err: unknown): void {
     this.failedSinceStart = true;
-    if (this.stopped) return;
+    // One restart at a time: an aborted watch reports its own error after the watchdog already did.
+    if (this.stopped || this.restartTimer) return;
     const delay = Math.min(this.opts.restartBackoffMs.initial * 2 ** this.failures, this.opts.restartBackoffMs.max);
     this.failures++;
+    this.restarts++;
     this.log.warn({ source: this.label, err: apiMessage(err), retryInMs: delay }, 'list/watch failed; restarting');
-    clearTimeout(this.restartTimer);
-    this.restartTimer = setTimeout(() => void this.start(), delay);
+    this.restartTimer = setTimeout(() => {
+      this.restartTimer = undefined;
+      void this.start();
+    }, delay);
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.restartTimer);
+    clearInterval(this.watchdog);
     await this.lw.stop();
   }
 }
@@ -147,6 +177,10 @@ export class Informer {
     this.sources = [...sources, ...(o.watchHttpRoutes ? [httpRoutes] : [])].flatMap((spec) =>
       namespaces.map((ns) => new Source(spec, ns, kc, o, (k, t, obj) => this.handle(k, t, obj), (s) => this.relisted(s), log)),
     );
+  }
+
+  get restarts(): number {
+    return this.sources.reduce((n, s) => n + s.restarts, 0);
   }
 
   private handle(kind: WatchedKind, type: 'added' | 'updated' | 'deleted', obj: WatchedObject): void {

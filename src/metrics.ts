@@ -18,6 +18,15 @@ export function createMetrics(sources: { informer?: Informer; signaler?: Signale
     },
   });
   new Counter({
+    name: 'machinemodel_operator_watch_restarts_total',
+    help: 'List/watch restarts after an error or a watch presumed dead',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(informer?.restarts ?? 0);
+    },
+  });
+  new Counter({
     name: 'machinemodel_operator_signals_sent_total',
     help: 'Signals delivered to MachineModel workflows',
     registers: [registry],

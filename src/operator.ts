@@ -84,6 +84,7 @@ export async function startOperator(config: OperatorConfig, log: Logger): Promis
     informer = new Informer(kc, (r) => s.enqueue(r), log, {
       namespaces: config.namespaces,
       watchHttpRoutes: config.gateway.kind === 'gateway-api',
+      watchTimeoutSeconds: config.watchTimeoutSeconds,
     });
     const i = informer;
     // Informer first, so no new work is queued while the signaler drains.
