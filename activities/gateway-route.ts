@@ -1,7 +1,18 @@
 // Publishing models on the API gateway, and removing their routes.
 import { ApplicationFailure } from '@temporalio/common';
-import type { Condition, ModelRef } from '../src/api.js';
-import { findConflict, routeId, routeSpec, wantsRoute, type ExistingRoute } from '../src/gateway-route.js';
+import type { Condition, MachineModel, ModelRef } from '../src/api.js';
+import {
+  collisionLosers,
+  findConflict,
+  olderFirst,
+  prefixesCollide,
+  routeId,
+  routeSpec,
+  wantsRoute,
+  type ExistingRoute,
+  type OwnedRoute,
+  type RouteSpec,
+} from '../src/gateway-route.js';
 import type { ActivityDeps } from './deps.js';
 import { GatewayMisconfigured } from './gateway/driver.js';
 import type { ModelSnapshot } from './read-model.js';
@@ -24,13 +35,33 @@ const condition = (status: Condition['status'], reason: string, message: string)
   message,
 });
 
+const idOf = (m: MachineModel) => routeId({ namespace: m.metadata.namespace, name: m.metadata.name, uid: m.metadata.uid });
+
+/** The routes whose MachineModel (that uid) still exists, with its creation time. */
+function ownedRoutes(routes: ExistingRoute[], models: MachineModel[]): OwnedRoute[] {
+  const created = new Map(models.map((m) => [idOf(m), m.metadata.creationTimestamp ?? '']));
+  return routes.flatMap((r) => (r.owner && created.has(r.id) ? [{ ...r, owner: r.owner, createdAt: created.get(r.id)! }] : []));
+}
+
 /** Gateway outages are retryable; configuration problems become a condition instead. */
 function rethrow(err: unknown): never {
   if (err instanceof GatewayMisconfigured) throw ApplicationFailure.nonRetryable(err.message, 'GatewayMisconfigured');
   throw ApplicationFailure.retryable(err instanceof Error ? err.message : String(err), 'GatewayUnavailable');
 }
 
-export function registerRouteActivity({ gateway, build }: ActivityDeps) {
+export function registerRouteActivity({ gateway, build, kube }: ActivityDeps) {
+  /** After a write: the older model whose colliding route appeared meanwhile, if ours must give way to it. */
+  async function raceWinner(route: RouteSpec): Promise<ModelRef | undefined> {
+    const rivals = (await gateway!.list()).filter(
+      (r) => r.id === route.id || (r.owner && (r.owner.namespace !== route.namespace || r.owner.name !== route.name) && prefixesCollide(r.pathPrefix, route.pathPrefix)),
+    );
+    if (rivals.length < 2) return undefined;
+    const models = (await Promise.all(rivals.map((r) => kube.getModel(r.owner!.namespace, r.owner!.name)))).filter((m) => m !== undefined);
+    const owned = ownedRoutes(rivals, models);
+    if (!collisionLosers(owned).some((r) => r.id === route.id)) return undefined;
+    return owned.filter((r) => r.id !== route.id).sort(olderFirst)[0]?.owner;
+  }
+
   return async function registerRoute(snapshot: ModelSnapshot): Promise<RegisterResult> {
     if (!gateway) return { configured: false, registered: false, changes: [] };
     const { ref, spec } = snapshot;
@@ -57,7 +88,16 @@ export function registerRouteActivity({ gateway, build }: ActivityDeps) {
       }
       // Routes of a previous object of this name, or of an earlier prefix, are replaced.
       await removeOwn(route.id);
-      if (await gateway.put(route)) changes.push(`route ${route.pathPrefix} published`);
+      if (await gateway.put(route)) {
+        changes.push(`route ${route.pathPrefix} published`);
+        const winner = await raceWinner(route);
+        if (winner) {
+          // Another model published a colliding prefix between our check and our write, and it is older.
+          if (await gateway.remove(route.id, ref)) changes.push(`route ${route.id} withdrawn`);
+          const message = `path prefix ${route.pathPrefix} collides with MachineModel ${winner.namespace}/${winner.name}, published at the same time and older; choose another spec.gateway.pathPrefix`;
+          return { configured: true, registered: false, condition: condition('False', 'PathConflict', message), changes };
+        }
+      }
       const url = gateway.publicURL(route);
       return { configured: true, registered: true, url, condition: condition('True', 'Registered', `published at ${url}`), changes };
     } catch (err) {
@@ -83,29 +123,58 @@ export function unregisterRouteActivity({ gateway }: ActivityDeps) {
 export interface GatewayInspection {
   /** Routes of ours whose MachineModel (that namespace, name and uid) no longer exists. */
   orphans: ExistingRoute[];
+  /** Routes of younger models that collide with an older model's: both passed the check at once. */
+  collisions: OwnedRoute[];
   /**
-   * Models whose status says they are published but whose route is not on the gateway (a gateway
-   * restarted with its routes in memory, or someone removed one): their workflows should look again.
+   * Models whose workflows should look again: published by their status but missing on the gateway
+   * (a gateway that restarted with its routes in memory, or someone removed one), or refused for a
+   * path conflict that has since gone away.
    */
   unpublished: { namespace: string; name: string }[];
 }
 
+const gatewayCondition = (m: MachineModel) => m.status?.conditions?.find((c) => c.type === 'GatewayRegistered');
+
 /** Compares the gateway with the models: one listing of each. */
-export function inspectGatewayActivity({ gateway, kube }: ActivityDeps) {
+export function inspectGatewayActivity({ gateway, kube, build }: ActivityDeps) {
   return async function inspectGateway(): Promise<GatewayInspection> {
-    if (!gateway) return { orphans: [], unpublished: [] };
+    if (!gateway) return { orphans: [], collisions: [], unpublished: [] };
     try {
       const routes = await gateway.list();
       const models = await kube.listModels();
-      const liveIds = new Set(models.map((m) => routeId({ namespace: m.metadata.namespace, name: m.metadata.name, uid: m.metadata.uid })));
+      const liveIds = new Set(models.map(idOf));
       const onGateway = new Set(routes.map((r) => r.id));
+      const collisions = collisionLosers(ownedRoutes(routes, models));
+      const lost = new Set(collisions.map((r) => r.id));
+      const standing = routes.filter((r) => !lost.has(r.id));
+      const looksAgain = (m: MachineModel): boolean => {
+        const c = gatewayCondition(m);
+        if (c?.status === 'True') return !onGateway.has(idOf(m));
+        if (c?.reason !== 'PathConflict' || !wantsRoute(m.spec)) return false;
+        const ref = { namespace: m.metadata.namespace, name: m.metadata.name, uid: m.metadata.uid };
+        return findConflict(routeSpec(ref, m.spec, build), standing.filter((r) => !r.owner || liveIds.has(r.id))).kind === 'none';
+      };
       return {
         orphans: routes.filter((r) => r.owner && !liveIds.has(r.id)),
+        collisions,
         unpublished: models
-          .filter((m) => !m.metadata.deletionTimestamp && m.status?.conditions?.some((c) => c.type === 'GatewayRegistered' && c.status === 'True'))
-          .filter((m) => !onGateway.has(routeId({ namespace: m.metadata.namespace, name: m.metadata.name, uid: m.metadata.uid })))
+          .filter((m) => !m.metadata.deletionTimestamp && looksAgain(m))
           .map((m) => ({ namespace: m.metadata.namespace, name: m.metadata.name })),
       };
+    } catch (err) {
+      rethrow(err);
+    }
+  };
+}
+
+/** Withdraws a route that lost a collision, after checking once more that it still loses. */
+export function removeCollidingRouteActivity({ gateway, kube }: ActivityDeps) {
+  return async function removeCollidingRoute(route: OwnedRoute): Promise<{ removed: boolean }> {
+    if (!gateway) return { removed: false };
+    try {
+      const losers = collisionLosers(ownedRoutes(await gateway.list(), await kube.listModels()));
+      if (!losers.some((r) => r.id === route.id)) return { removed: false };
+      return { removed: await gateway.remove(route.id, route.owner) };
     } catch (err) {
       rethrow(err);
     }

@@ -5,6 +5,7 @@ import { ensureFinalizerActivity, removeFinalizerActivity } from './finalizer.js
 import {
   inspectGatewayActivity,
   registerRouteActivity,
+  removeCollidingRouteActivity,
   removeOrphanRouteActivity,
   unregisterRouteActivity,
 } from './gateway-route.js';
@@ -26,6 +27,7 @@ export function createActivities(deps: ActivityDeps) {
     unregisterRoute: unregisterRouteActivity(deps),
     inspectGateway: inspectGatewayActivity(deps),
     removeOrphanRoute: removeOrphanRouteActivity(deps),
+    removeCollidingRoute: removeCollidingRouteActivity(deps),
   };
 }
 

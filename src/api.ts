@@ -61,6 +61,7 @@ export interface ObjectMeta {
   uid: string;
   generation?: number;
   resourceVersion?: string;
+  creationTimestamp?: string;
   deletionTimestamp?: string;
   finalizers?: string[];
   labels?: Record<string, string>;

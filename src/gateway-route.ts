@@ -94,3 +94,32 @@ export function findConflict(wanted: RouteSpec, existing: ExistingRoute[]): Rout
   }
   return { kind: 'none' };
 }
+
+/** A route of ours with the creation time of the model that owns it. */
+export interface OwnedRoute extends ExistingRoute {
+  owner: ModelRef;
+  /** The owning MachineModel's metadata.creationTimestamp. */
+  createdAt: string;
+}
+
+/** Oldest model first; the uid breaks ties of one second, the same way on every replica. */
+export function olderFirst(a: OwnedRoute, b: OwnedRoute): number {
+  return a.createdAt.localeCompare(b.createdAt) || a.owner.uid.localeCompare(b.owner.uid);
+}
+
+/**
+ * Routes that lost a collision. Two models can both pass the check before publishing (check, then
+ * act): then the oldest model keeps its prefix, as Gateway API's own precedence rule says, and the
+ * routes of younger models that collide with a kept route lose.
+ */
+export function collisionLosers(routes: OwnedRoute[]): OwnedRoute[] {
+  const byAge = [...routes].sort(olderFirst);
+  const kept: OwnedRoute[] = [];
+  const losers: OwnedRoute[] = [];
+  for (const r of byAge) {
+    const sameModel = (k: OwnedRoute) => k.owner.namespace === r.owner.namespace && k.owner.name === r.owner.name;
+    if (kept.some((k) => !sameModel(k) && prefixesCollide(k.pathPrefix, r.pathPrefix))) losers.push(r);
+    else kept.push(r);
+  }
+  return losers;
+}

@@ -1,6 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { KubeConfig } from '@kubernetes/client-node';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { CaddyDriver } from '../../activities/gateway/caddy.js';
 import { request } from '../../activities/gateway/http.js';
+import { createActivities } from '../../activities/index.js';
+import { KubeClient } from '../../activities/kube-client.js';
+import { defaultBuildOptions } from '../../src/desired-state.js';
 import { freePort } from '../../deploy/local/processes.js';
 import { routeId } from '../../src/gateway-route.js';
 import { conditionOf, eventually, kubectlFor } from '../support/cluster.js';
@@ -109,6 +115,45 @@ describe('publication on a real Caddy through its admin API', () => {
     expect(prefixes).toContain('/shared');
     expect(prefixes).not.toContain('/shared/sub');
     expect(k.get('machinemodel', ns, 'thief-b').status.phase).toBe('Ready');
+
+    // Once the holder is gone, the drift check wakes the refused model and it is published.
+    k.kubectl('-n', ns, 'delete', 'mm', 'owner-a', '--wait=true', '--timeout=60s');
+    await registered('thief-b');
+    expect((await caddy.routes()).map((r) => r.match?.[0]?.path?.[0])).toContain('/shared/sub');
+  });
+
+  it('settles two models that publish one prefix at the same instant on the older one', async () => {
+    // The activities themselves, against this Caddy and the real apiserver, in a namespace no operator
+    // watches: both registrations run concurrently, so both may pass the conflict check before either writes.
+    const racing = k.createNamespace('caddy-race');
+    const kc = new KubeConfig();
+    kc.loadFromFile(stack.kubeconfig);
+    const driver = new CaddyDriver({ adminURL: caddy.adminURL, server: 'machinemodels', listen: `127.0.0.1:${caddy.httpPort}`, publicURL: caddy.publicURL });
+    const acts = createActivities({ kube: new KubeClient(kc), build: defaultBuildOptions, gateway: driver });
+    const spec = { image: 'registry.example.com/m:1', modelPath: '/m', resources: { cpu: '100m', memory: '128Mi' }, gateway: { pathPrefix: '/racing' } };
+    k.apply(machineModel(racing, 'elder', spec));
+    await sleep(1_100); // creationTimestamp has one-second precision
+    k.apply(machineModel(racing, 'junior', spec));
+    const snapshot = async (name: string) => (await acts.readModel({ namespace: racing, name }))!;
+    const [elder, junior] = [await snapshot('elder'), await snapshot('junior')];
+    const routesOn = async (prefix: string) => (await caddy.routes()).filter((r) => r.match?.[0]?.path?.[0] === prefix).map((r) => r['@id']);
+
+    let raced = 0;
+    for (let round = 0; round < 5; round++) {
+      const [a, b] = await Promise.all([acts.registerRoute(elder), acts.registerRoute(junior)]);
+      // This suite's own janitor may remove a losing route first; either way, the older model wins a tie.
+      const { collisions } = await acts.inspectGateway();
+      for (const r of collisions) await acts.removeCollidingRoute(r);
+      if (collisions.length > 0 || b.condition?.message.includes('at the same time')) raced++;
+      expect(a.condition?.message ?? '').not.toContain('at the same time');
+      // First come, first served: the elder is refused only when junior's route was in before it looked.
+      const holder = a.registered ? elder : junior;
+      expect(await routesOn('/racing')).toEqual([routeId(holder.ref)]);
+      await acts.unregisterRoute(elder.ref);
+      await acts.unregisterRoute(junior.ref);
+    }
+    console.log(`gateway race: ${raced} of 5 concurrent registrations passed both checks before either wrote`);
+    expect(raced).toBeGreaterThan(0);
   });
 
   it('after delete and recreate of the same name, only the new object\'s route exists', async () => {

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { caddyRoute } from '../../activities/gateway/caddy.js';
 import { httpRoute } from '../../activities/gateway/gateway-api.js';
 import { defaultBuildOptions } from '../../src/desired-state.js';
-import { findConflict, parseRouteId, prefixesCollide, routeId, routeSpec, wantsRoute } from '../../src/gateway-route.js';
+import { collisionLosers, findConflict, parseRouteId, prefixesCollide, routeId, routeSpec, wantsRoute } from '../../src/gateway-route.js';
 import { validateSpec } from '../../src/validation.js';
 
 const ref = { namespace: 'ml', name: 'clf', uid: '1234-abcd' };
@@ -49,6 +49,25 @@ describe('collisions', () => {
     const other = { id: 'x', owner: { namespace: 'ml', name: 'other', uid: 'u' }, pathPrefix: '/models/ml' };
     expect(findConflict(wanted, [mine, other])).toEqual({ kind: 'taken', by: 'MachineModel ml/other' });
     expect(findConflict(wanted, [{ id: 'manual', pathPrefix: '/models/ml/clf/v1' }])).toEqual({ kind: 'taken', by: 'route manual' });
+  });
+
+  it('after a race, keeps the oldest model\'s route and names the younger colliding ones as losers', () => {
+    const route = (name: string, uid: string, pathPrefix: string, createdAt: string) => ({
+      id: routeId({ namespace: 'ml', name, uid }),
+      owner: { namespace: 'ml', name, uid },
+      pathPrefix,
+      createdAt,
+    });
+    const oldest = route('a', 'u3', '/shared', '2026-11-22T10:00:00Z');
+    const younger = route('b', 'u1', '/shared', '2026-11-22T10:00:05Z');
+    const nested = route('c', 'u2', '/shared/v2', '2026-11-22T10:00:09Z');
+    const elsewhere = route('d', 'u4', '/other', '2026-11-22T09:00:00Z');
+    expect(collisionLosers([nested, younger, elsewhere, oldest]).map((r) => r.owner.name)).toEqual(['b', 'c']);
+    // Created in the same second: the smaller uid wins, the same on every replica.
+    const twin = route('e', 'u0', '/shared', '2026-11-22T10:00:00Z');
+    expect(collisionLosers([oldest, twin]).map((r) => r.owner.name)).toEqual(['a']);
+    // Two routes of one model (an old prefix not yet removed) do not collide with each other.
+    expect(collisionLosers([oldest, { ...oldest, id: 'x', pathPrefix: '/shared/old' }])).toEqual([]);
   });
 });
 

@@ -112,8 +112,9 @@ class FakeCluster {
         if (this.gatewayConfigured && this.gatewayDown) throw ApplicationFailure.retryable('Caddy admin API is unreachable', 'GatewayUnavailable');
         return { removed: this.routes.delete(r.uid) };
       },
-      inspectGateway: async () => ({ orphans: [], unpublished: [] }),
+      inspectGateway: async () => ({ orphans: [], collisions: [], unpublished: [] }),
       removeOrphanRoute: async () => ({ removed: false }),
+      removeCollidingRoute: async () => ({ removed: false }),
     };
   }
 }
