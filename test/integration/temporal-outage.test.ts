@@ -75,6 +75,19 @@ describe('the operator while Temporal is unreachable', () => {
     console.log(`Temporal outage: all three changes reconciled ${Date.now() - healed}ms after Temporal returned`);
   }, 150_000);
 
+  it('notices connections to Temporal that went silent, and carries on', async () => {
+    k.apply(machineModel(ns, 'before-silence'));
+    await ready('before-silence');
+    // The open connections are dead from here on, without a reset or a close.
+    proxy.silence();
+    await sleep(3_000);
+    proxy.heal();
+    const healed = Date.now();
+    k.apply(machineModel(ns, 'after-silence'));
+    await ready('after-silence', 150_000);
+    console.log(`silent Temporal connections: a new model Ready ${Date.now() - healed}ms after the network healed`);
+  }, 200_000);
+
   it('still shuts down gracefully afterwards', async () => {
     expect(await operator.stop()).toBe(0);
   }, 60_000);
