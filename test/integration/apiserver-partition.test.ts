@@ -11,7 +11,7 @@ import { freePort } from '../../deploy/local/processes.js';
 import { eventually, kubectlFor } from '../support/cluster.js';
 import { FaultyProxy } from '../support/faulty-proxy.js';
 import { machineModel } from '../support/models.js';
-import { installCrds, startOperatorProcess, type OperatorProcess } from '../support/operator-process.js';
+import { installCrds, operatorMetric, startOperatorProcess, type OperatorProcess } from '../support/operator-process.js';
 
 const stack = inject('stack');
 const k = kubectlFor(stack);
@@ -34,10 +34,7 @@ function kubeconfigThrough(port: number): string {
 const phaseOf = (name: string) => k.get('machinemodel', ns, name)?.status?.phase as string | undefined;
 const ready = (name: string, timeoutMs = 60_000) => eventually(`${name} Ready`, () => (phaseOf(name) === 'Ready' ? true : undefined), timeoutMs);
 
-async function watchRestarts(): Promise<number> {
-  const body = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
-  return Number(/^machinemodel_operator_watch_restarts_total (\d+)/m.exec(body)?.[1] ?? NaN);
-}
+const watchRestarts = () => operatorMetric(metricsPort, 'machinemodel_operator_watch_restarts_total');
 
 beforeAll(async () => {
   installCrds(stack);

@@ -8,7 +8,7 @@ import { finalizerName, workflowIdFor } from '../../src/api.js';
 import { stateQuery } from '../../workflows/definitions.js';
 import { conditionOf, eventually, kubectlFor } from '../support/cluster.js';
 import { machineModel, seedExample } from '../support/models.js';
-import { installCrds, startOperatorProcess, temporalClient, type OperatorProcess } from '../support/operator-process.js';
+import { installCrds, operatorMetric, startOperatorProcess, temporalClient, type OperatorProcess } from '../support/operator-process.js';
 
 const stack = inject('stack');
 const mmctl = fileURLToPath(new URL('../../src/mmctl.ts', import.meta.url));
@@ -179,11 +179,9 @@ describe('operator lifecycle against the real apiserver', () => {
   });
 
   it('exposes Prometheus metrics of the informer and signaler', async () => {
-    const body = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
-    const sent = Number(/^machinemodel_operator_signals_sent_total (\d+)/m.exec(body)?.[1]);
-    expect(sent).toBeGreaterThan(0);
-    expect(body).toMatch(/^machinemodel_operator_signals_pending 0$/m);
-    expect(body).toMatch(/^machinemodel_operator_watch_events_total \d+/m);
+    expect(await operatorMetric(metricsPort, 'machinemodel_operator_signals_sent_total')).toBeGreaterThan(0);
+    expect(await operatorMetric(metricsPort, 'machinemodel_operator_signals_pending')).toBe(0);
+    expect(await operatorMetric(metricsPort, 'machinemodel_operator_watch_events_total')).toBeGreaterThan(0);
   });
 
   it('never touches a Deployment someone else owns, and says so', async () => {

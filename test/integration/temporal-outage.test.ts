@@ -8,7 +8,7 @@ import { freePort } from '../../deploy/local/processes.js';
 import { eventually, kubectlFor } from '../support/cluster.js';
 import { FaultyProxy } from '../support/faulty-proxy.js';
 import { machineModel } from '../support/models.js';
-import { installCrds, startOperatorProcess, type OperatorProcess } from '../support/operator-process.js';
+import { installCrds, operatorMetric, startOperatorProcess, type OperatorProcess } from '../support/operator-process.js';
 
 const stack = inject('stack');
 const k = kubectlFor(stack);
@@ -20,10 +20,7 @@ let metricsPort: number;
 const phaseOf = (name: string) => k.get('machinemodel', ns, name)?.status?.phase as string | undefined;
 const ready = (name: string, timeoutMs = 60_000) => eventually(`${name} Ready`, () => (phaseOf(name) === 'Ready' ? true : undefined), timeoutMs);
 
-async function metric(name: string): Promise<number> {
-  const body = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
-  return Number(new RegExp(`^${name} (\\d+)`, 'm').exec(body)?.[1] ?? NaN);
-}
+const metric = (name: string) => operatorMetric(metricsPort, name);
 
 beforeAll(async () => {
   installCrds(stack);

@@ -60,3 +60,9 @@ export async function temporalClient(stack: StackInfo): Promise<Client> {
   const connection = await Connection.connect({ address: stack.temporalAddress });
   return new Client({ connection, namespace: stack.temporalNamespace });
 }
+
+/** One sample of the operator's Prometheus metrics (served with MMO_METRICS_PORT); NaN when absent. */
+export async function operatorMetric(port: number, name: string): Promise<number> {
+  const body = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  return Number(new RegExp(`^${name} (\\d+)`, 'm').exec(body)?.[1] ?? NaN);
+}
