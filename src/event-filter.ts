@@ -50,6 +50,12 @@ export function modelKeyOf(kind: WatchedKind, obj: WatchedObject): { namespace: 
   return name ? { namespace, name } : undefined;
 }
 
+/** The uid of the MachineModel a watched object belongs to, when the object says. */
+export function modelUidOf(kind: WatchedKind, obj: WatchedObject): string | undefined {
+  if (kind === 'MachineModel') return obj.metadata?.uid;
+  return obj.metadata?.ownerReferences?.find((o) => o.controller && o.kind === modelKind && o.apiVersion.startsWith(`${group}/`))?.uid;
+}
+
 /**
  * The fields whose change can change a reconcile's outcome. A MachineModel's own status writes,
  * labels and annotations (other than the resync annotation) are left out: they would only make
@@ -74,15 +80,34 @@ export function fingerprint(kind: WatchedKind, obj: WatchedObject): string {
   }
 }
 
-/** Remembers the last fingerprint per object and turns relevant events into signal requests. */
+/**
+ * Remembers the last fingerprint per object and which MachineModels exist, and turns relevant events
+ * into signal requests. A child whose model does not exist (its garbage collection after the model
+ * went) wakes nobody: signalling it would start a workflow run only to find nothing. A model's own
+ * events always signal, so children seen before their model's first listing lose nothing.
+ */
 export class ChangeFilter {
   private readonly seen = new Map<string, string>();
+  private readonly models = new Set<string>();
 
   observe(kind: WatchedKind, type: WatchEventType, obj: WatchedObject): SignalRequest | undefined {
     const key = modelKeyOf(kind, obj);
     if (!key) return undefined;
+    const modelId = `${key.namespace}/${key.name}`;
+    if (kind === 'MachineModel') {
+      if (type === 'deleted') this.models.delete(modelId);
+      else this.models.add(modelId);
+    } else if (!this.models.has(modelId)) {
+      return undefined;
+    }
     const id = `${kind}/${obj.metadata?.namespace}/${obj.metadata?.name}`;
-    const hint: ReconcileHint = { source: kind, event: type, resourceVersion: obj.metadata?.resourceVersion, generation: obj.metadata?.generation };
+    const hint: ReconcileHint = {
+      source: kind,
+      event: type,
+      resourceVersion: obj.metadata?.resourceVersion,
+      generation: obj.metadata?.generation,
+      uid: modelUidOf(kind, obj),
+    };
     if (type === 'deleted') {
       this.seen.delete(id);
       if (kind === 'MachineModel') return { ...key, signal: 'deleted', hint, uid: obj.metadata?.uid };

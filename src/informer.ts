@@ -17,7 +17,7 @@ import type { Logger } from 'pino';
 import { childSelector, group, plural, version } from './api.js';
 import { apiClient } from './kube-api.js';
 import { apiMessage } from './kube-errors.js';
-import { ChangeFilter, modelKeyOf, type SignalRequest, type WatchedKind, type WatchedObject } from './event-filter.js';
+import { ChangeFilter, modelKeyOf, modelUidOf, type SignalRequest, type WatchedKind, type WatchedObject } from './event-filter.js';
 
 interface SourceSpec {
   kind: WatchedKind;
@@ -191,14 +191,14 @@ export class Informer {
 
   /** After a reconnect, look again at every model this source knows of. */
   private relisted(source: Source): void {
-    const keys = new Map<string, { namespace: string; name: string }>();
-    for (const obj of source.lw.list()) {
-      const key = modelKeyOf(source.spec.kind, obj as WatchedObject);
-      if (key) keys.set(`${key.namespace}/${key.name}`, key);
+    const keys = new Map<string, SignalRequest>();
+    for (const obj of source.lw.list() as WatchedObject[]) {
+      const key = modelKeyOf(source.spec.kind, obj);
+      if (!key) continue;
+      const hint = { source: source.spec.kind, event: 'relisted' as const, uid: modelUidOf(source.spec.kind, obj) };
+      keys.set(`${key.namespace}/${key.name}`, { ...key, signal: 'reconcile', hint });
     }
-    for (const key of keys.values()) {
-      this.onSignal({ ...key, signal: 'reconcile', hint: { source: source.spec.kind, event: 'relisted' } });
-    }
+    for (const request of keys.values()) this.onSignal(request);
   }
 
   /** Starts every list+watch; resolves when each has listed once (failures keep retrying in the background). */

@@ -11,6 +11,8 @@ export interface ReconcileHint {
   event: 'added' | 'updated' | 'deleted' | 'relisted';
   resourceVersion?: string;
   generation?: number;
+  /** The MachineModel the event concerns: its own uid, or a child's controller owner's. */
+  uid?: string;
 }
 
 export const reconcileSignal = defineSignal<[ReconcileHint]>('reconcile');

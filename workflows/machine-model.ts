@@ -64,6 +64,8 @@ function stepWith<K extends keyof Activities>(
 
 /** Gateway registration (route publication and removal) was added after the first release. */
 const gatewayPatch = 'gateway-registration';
+/** A finished run continues as new only for signals that may concern another object of its name. */
+const ownSignalsPatch = 'finish-ignores-own-signals';
 /** Longest wait between attempts to remove a route while the gateway is away. */
 const gatewayRetryMaxSeconds = 30;
 
@@ -92,13 +94,16 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
   let finished = false;
   let lastRoundEndedAt = 0;
 
-  const wake = () => {
+  /** Set by a signal that may concern another object of this name (or says nothing of which). */
+  let foreignSignal = false;
+  const wake = (uid?: string) => {
     state.signals++;
     dirty = true;
+    if (!uid || uid !== state.uid) foreignSignal = true;
   };
-  setHandler(reconcileSignal, wake);
-  setHandler(resyncSignal, wake);
-  setHandler(deletedSignal, wake);
+  setHandler(reconcileSignal, (hint) => wake(hint.uid));
+  setHandler(resyncSignal, () => wake());
+  setHandler(deletedSignal, ({ uid }) => wake(uid));
   setHandler(stateQuery, () => ({ ...state, ...key, pendingWork: dirty, roundInProgress, config: cfg }));
   setHandler(reconcileNowUpdate, async () => {
     // The answer must come from a round that starts after this request.
@@ -259,6 +264,7 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
       await sleep(cfg.minRoundIntervalMs - sinceLast, { summary: 'rate limit: let a burst of changes coalesce' });
     }
     dirty = false;
+    foreignSignal = false;
     roundInProgress = true;
     const { nextCheckSeconds: next, ...outcome } = await round();
     roundInProgress = false;
@@ -272,7 +278,8 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
     );
 
     if (outcome.finished) {
-      if (dirty) {
+      // Signals about the object just finished (its own finalizer removal, its deletion) need no new run.
+      if (patched(ownSignalsPatch) ? foreignSignal : dirty) {
         // Something happened to the name after we looked (a new object of the same name): start clean.
         await condition(allHandlersFinished);
         return continueAsNew<typeof machineModelWorkflow>({ namespace: key.namespace, name: key.name, config: input.config });

@@ -40,12 +40,28 @@ describe('ChangeFilter', () => {
 
   it('maps a child to its owner and signals readiness changes and drift, not status noise', () => {
     const f = new ChangeFilter();
+    f.observe('MachineModel', 'added', model());
     const s = { observedGeneration: 1, replicas: 2, readyReplicas: 1, updatedReplicas: 2, availableReplicas: 1 };
     expect(f.observe('Deployment', 'added', deployment(s))).toMatchObject({ name: 'm', signal: 'reconcile', hint: { source: 'Deployment' } });
     expect(f.observe('Deployment', 'updated', deployment(s, { resourceVersion: '9' }))).toBeUndefined();
     expect(f.observe('Deployment', 'updated', deployment({ ...s, readyReplicas: 2 }))).toBeDefined();
     expect(f.observe('Deployment', 'updated', deployment({ ...s, readyReplicas: 2 }, { generation: 2 }))).toBeDefined();
     expect(f.observe('Deployment', 'deleted', deployment(s))).toMatchObject({ signal: 'reconcile' });
+  });
+
+  it('wakes nobody for the children of a model that does not exist (garbage collection after deletion)', () => {
+    const f = new ChangeFilter();
+    const s = { observedGeneration: 1, replicas: 1, readyReplicas: 1, updatedReplicas: 1, availableReplicas: 1 };
+    // Seen before the model's first listing: its own event will signal, so nothing is lost.
+    expect(f.observe('Deployment', 'added', deployment(s))).toBeUndefined();
+    expect(f.observe('MachineModel', 'added', model())).toBeDefined();
+    expect(f.observe('Deployment', 'updated', deployment({ ...s, readyReplicas: 0 }))).toBeDefined();
+    expect(f.observe('MachineModel', 'deleted', model())).toMatchObject({ signal: 'deleted' });
+    expect(f.observe('Deployment', 'updated', deployment({ ...s, readyReplicas: 0 }, { deletionTimestamp: 'now' }))).toBeUndefined();
+    expect(f.observe('Deployment', 'deleted', deployment(s))).toBeUndefined();
+    // A new object of the same name: its children matter again.
+    f.observe('MachineModel', 'added', model({ uid: 'u2' }));
+    expect(f.observe('Deployment', 'added', deployment(s, { uid: 'd2' }))).toBeDefined();
   });
 
   it('finds the owning model from the controller reference, else the instance label', () => {

@@ -34,6 +34,8 @@ class FakeCluster {
   applyFailure: ApplicationFailure | undefined;
   /** Makes applyChildren take real time, so signals can arrive while a round runs. */
   applyDelayMs = 0;
+  /** The same for removeFinalizer, the last step of a deletion round. */
+  removeFinalizerDelayMs = 0;
   gatewayConfigured = false;
   gatewayDown = false;
   /** Route ids (uids) on the fake gateway. */
@@ -91,6 +93,7 @@ class FakeCluster {
       },
       removeFinalizer: async () => {
         this.count('removeFinalizer');
+        if (this.removeFinalizerDelayMs) await new Promise((r) => setTimeout(r, this.removeFinalizerDelayMs));
         this.finalizers = this.finalizers.filter((f) => f !== finalizerName);
         if (this.deleting) this.exists = false;
         return { removed: true };
@@ -247,6 +250,30 @@ describe('machineModelWorkflow', () => {
       expect(cluster.exists).toBe(false);
     });
   });
+
+  for (const [who, uid, expected] of [
+    ['its own object', 'uid-1', 'COMPLETED'],
+    ['a new object of the same name', 'uid-2', 'CONTINUED_AS_NEW'],
+  ] as const) {
+    it(`after the deletion round, signals about ${who} end in ${expected}`, async () => {
+      const cluster = new FakeCluster();
+      cluster.ready = true;
+      cluster.removeFinalizerDelayMs = 1_000;
+      await withWorker(cluster, async (tq) => {
+        const handle = await start(tq);
+        await until('Ready', () => cluster.status?.phase === 'Ready');
+        cluster.deleting = true;
+        await handle.signal(reconcileSignal, { source: 'MachineModel', event: 'updated', uid: 'uid-1' });
+        await until('the finalizer being removed', () => (cluster.calls.removeFinalizer ?? 0) >= 1);
+        // What the informer sends while the last round runs: the finalizer's removal, then the deletion.
+        await handle.signal(reconcileSignal, { source: 'MachineModel', event: 'updated', uid });
+        await handle.signal(deletedSignal, { uid: 'uid-1' });
+        await handle.result();
+        const firstRun = env.client.workflow.getHandle(handle.workflowId, handle.firstExecutionRunId);
+        expect((await firstRun.describe()).status.name).toBe(expected);
+      });
+    });
+  }
 
   it('publishes the route when Ready and, with the gateway down, keeps the finalizer until it returns', async () => {
     const cluster = new FakeCluster();
