@@ -14,7 +14,7 @@ import {
 import { ownershipOf } from '../src/ownership.js';
 import type { ActivityDeps } from './deps.js';
 import { classify, permanent, permanentFailureTypes } from './errors.js';
-import { recordEvent } from './events.js';
+import { recordEventBestEffort } from './events.js';
 import type { ModelSnapshot } from './read-model.js';
 
 export interface ApplyResult {
@@ -78,7 +78,7 @@ export function applyChildrenActivity({ kube, build }: ActivityDeps) {
       throw classify(err, `applying children of MachineModel ${ref.namespace}/${ref.name}`);
     } finally {
       for (const c of changes) {
-        await recordEvent(kube, ref, 'Normal', eventReasons[c.action], `${c.kind} ${ref.namespace}/${ref.name} ${c.action}`);
+        await recordEventBestEffort(kube, ref, 'Normal', eventReasons[c.action], `${c.kind} ${ref.namespace}/${ref.name} ${c.action}`);
       }
     }
     return { changes: changes.map((c) => `${c.kind} ${c.action}`), inferenceURL: inferenceURL(ref, spec, build), selector: selectorString(ref.name) };

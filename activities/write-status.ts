@@ -3,7 +3,7 @@ import { computeStatus, statusDiffers, type StatusInput } from '../src/status.js
 import type { ActivityDeps } from './deps.js';
 import { classify } from './errors.js';
 import { apiStatus } from '../src/kube-errors.js';
-import { recordEvent } from './events.js';
+import { recordEventBestEffort } from './events.js';
 
 export type WriteStatusInput = Omit<StatusInput, 'now'>;
 
@@ -43,13 +43,13 @@ async function recordPhaseEvent(ref: ModelRef, status: MachineModelStatus, kube:
   const message = ready?.message ?? `phase ${status.phase}`;
   switch (status.phase) {
     case 'Ready':
-      return recordEvent(kube, ref, 'Normal', 'Ready', message);
+      return recordEventBestEffort(kube, ref, 'Normal', 'Ready', message);
     case 'Failed':
-      return recordEvent(kube, ref, 'Warning', ready?.reason ?? 'Failed', message);
+      return recordEventBestEffort(kube, ref, 'Warning', ready?.reason ?? 'Failed', message);
     case 'Pending':
-      return recordEvent(kube, ref, 'Warning', 'Unschedulable', message);
+      return recordEventBestEffort(kube, ref, 'Warning', 'Unschedulable', message);
     case 'Deleting':
-      return recordEvent(kube, ref, 'Normal', 'Deleting', message);
+      return recordEventBestEffort(kube, ref, 'Normal', 'Deleting', message);
     default:
       return undefined;
   }

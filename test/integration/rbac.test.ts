@@ -6,6 +6,9 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { writeServiceAccountKubeconfig } from '../../deploy/local/kubeconfig.js';
 import { kubectlRun } from '../../deploy/local/stack.js';
+import { KubeConfig } from '@kubernetes/client-node';
+import { recordEvent } from '../../activities/events.js';
+import { KubeClient } from '../../activities/kube-client.js';
 import { conditionOf, eventually, kubectlFor } from '../support/cluster.js';
 import { machineModel } from '../support/models.js';
 import { installCrds, startOperatorProcess, type OperatorProcess } from '../support/operator-process.js';
@@ -56,6 +59,18 @@ describe('the operator as its own ServiceAccount under deploy/operator/rbac.yaml
     await eventually('HPA deleted', () => (k.get('horizontalpodautoscaler', ns, 'least-privilege') === undefined ? true : undefined));
     k.kubectl('-n', ns, 'delete', 'mm', 'least-privilege', '--wait=true', '--timeout=60s');
     expect(k.get('machinemodel', ns, 'least-privilege')).toBeUndefined();
+  });
+
+  it('may count a repeated Event on the existing one', async () => {
+    const kc = new KubeConfig();
+    kc.loadFromFile(saKubeconfig);
+    const kube = new KubeClient(kc);
+    k.apply(machineModel(ns, 'eventful'));
+    const mm = await eventually<any>('eventful created', () => k.get('machinemodel', ns, 'eventful'));
+    const ref = { namespace: ns, name: 'eventful', uid: mm.metadata.uid as string };
+    for (let i = 0; i < 3; i++) await recordEvent(kube, ref, 'Warning', 'Tested', 'the same message each time');
+    const events = k.list('events', ns).filter((e) => e.involvedObject.name === 'eventful' && e.reason === 'Tested');
+    expect(events.map((e) => e.count)).toEqual([3]);
   });
 
   it('may list Pods, so a model no node can place is reported as Pending', async () => {
