@@ -5,17 +5,21 @@ import { chromiumArgs, ensureChromium } from '../../deploy/local/browser.js';
 import { workflowIdFor } from '../../src/api.js';
 import { eventually, kubectlFor } from '../support/cluster.js';
 import { machineModel } from '../support/models.js';
-import { installCrds, startOperatorProcess, type OperatorProcess } from '../support/operator-process.js';
+import type { Client } from '@temporalio/client';
+import { stateQuery } from '../../workflows/definitions.js';
+import { installCrds, startOperatorProcess, temporalClient, type OperatorProcess } from '../support/operator-process.js';
 
 const stack = inject('stack');
 const k = kubectlFor(stack);
 let browser: Browser;
 let operator: OperatorProcess;
 let ns: string;
+let client: Client;
 
 beforeAll(async () => {
   browser = await chromium.launch({ executablePath: ensureChromium(), args: chromiumArgs });
   installCrds(stack);
+  client = await temporalClient(stack);
   ns = k.createNamespace('webui');
   operator = startOperatorProcess(stack, { MMO_NAMESPACES: ns, MMO_TASK_QUEUE: `mmo-${randomUUID()}` }, 'webui');
   k.apply(machineModel(ns, 'visible'));
@@ -24,6 +28,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await operator?.stop();
+  await client?.connection.close();
   await browser?.close();
 });
 
@@ -43,6 +48,27 @@ describe('the Temporal Web UI, in a real browser', () => {
       await page.getByText(step).first().waitFor({ timeout: 30_000 });
     }
     expect(await page.getByText('machineModelWorkflow').count()).toBeGreaterThan(0);
+    await page.close();
+  });
+
+  it('sends a manual resync from the workflow page, and the workflow runs a round for it', async () => {
+    const handle = client.workflow.getHandle(workflowIdFor(ns, 'visible'));
+    const before = (await handle.query(stateQuery)).rounds;
+    const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+    await page.goto(`${stack.temporalUiUrl}/namespaces/${stack.temporalNamespace}/workflows/${encodeURIComponent(workflowIdFor(ns, 'visible'))}`);
+    await page.getByText('observe readiness').first().waitFor({ timeout: 30_000 });
+    await page.getByRole('button', { name: 'More Actions' }).first().click();
+    await page.getByRole('menuitem', { name: 'Send a Signal' }).click();
+    const dialog = page.getByRole('dialog', { name: 'Send a Signal' });
+    // The UI offers the workflow's own signals (reconcile, resync, deleted), read from the workflow.
+    await dialog.locator('button:has(#signal-select)').click();
+    await page.getByRole('option', { name: 'resync', exact: true }).click();
+    await dialog.locator('[contenteditable=true]').first().click();
+    await page.keyboard.type('{"requestedBy":"web ui"}');
+    await dialog.getByRole('button', { name: 'Submit' }).click();
+    await eventually('a round for the resync', async () => ((await handle.query(stateQuery)).rounds > before ? true : undefined));
+    const signals = (await handle.fetchHistory()).events?.flatMap((e) => e.workflowExecutionSignaledEventAttributes?.signalName ?? []);
+    expect(signals).toContain('resync');
     await page.close();
   });
 });
