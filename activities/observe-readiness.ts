@@ -1,4 +1,4 @@
-import type { V1Deployment } from '@kubernetes/client-node';
+import type { V1Deployment, V2HorizontalPodAutoscaler } from '@kubernetes/client-node';
 import type { ModelRef } from '../src/api.js';
 import { selectorString } from '../src/desired-state.js';
 import { unschedulablePods } from '../src/pod-scheduling.js';
@@ -27,6 +27,15 @@ export function observeReadinessActivity({ kube }: ActivityDeps) {
         ? { status: available.status as 'True' | 'False' | 'Unknown', reason: available.reason ?? '', message: available.message ?? '' }
         : undefined,
     };
+    const hpa = await kube.read<V2HorizontalPodAutoscaler>('autoscaling/v2', 'HorizontalPodAutoscaler', ref.namespace, ref.name).catch((err: unknown) => {
+      throw classify(err, `reading HorizontalPodAutoscaler ${ref.namespace}/${ref.name}`);
+    });
+    if (hpa) {
+      const active = hpa.status?.conditions?.find((c) => c.type === 'ScalingActive');
+      readiness.autoscaler = active
+        ? { scalingActive: { status: active.status as 'True' | 'False' | 'Unknown', reason: active.reason ?? '', message: active.message ?? '' } }
+        : {};
+    }
     if (isReady(readiness)) return readiness;
     // Only a rollout that waits is worth a pod listing: it may be waiting for the scheduler.
     const pods = await kube.listPods(ref.namespace, selectorString(ref.name)).catch((err: unknown) => {

@@ -73,8 +73,12 @@ export function fingerprint(kind: WatchedKind, obj: WatchedObject): string {
       const conditions = (s.conditions ?? []).filter((c) => c.type === 'Available' || c.type === 'Progressing').map((c) => `${c.type}=${c.status}`).sort();
       return JSON.stringify([...common, m.generation, owners, m.labels, s.observedGeneration, s.replicas, s.readyReplicas, s.availableReplicas, s.updatedReplicas, conditions]);
     }
+    case 'HorizontalPodAutoscaler': {
+      // Whether it can scale, not its every 15 s status refresh.
+      const active = obj.status?.conditions?.find((c) => c.type === 'ScalingActive')?.status;
+      return JSON.stringify([...common, owners, m.labels, obj.spec, active]);
+    }
     case 'Service':
-    case 'HorizontalPodAutoscaler':
     case 'HTTPRoute':
       return JSON.stringify([...common, owners, m.labels, obj.spec]);
   }

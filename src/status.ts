@@ -23,6 +23,8 @@ export interface Readiness {
   available?: { status: Condition['status']; reason: string; message: string };
   /** Set when the rollout waits for the scheduler (e.g. no node has the GPUs asked for). */
   unschedulable?: Unschedulable;
+  /** The HorizontalPodAutoscaler's ScalingActive condition, when the model has an autoscaler. */
+  autoscaler?: { scalingActive?: { status: Condition['status']; reason: string; message: string } };
 }
 
 export function isReady(r: Readiness | undefined): boolean {
@@ -97,6 +99,18 @@ function availableCondition(r: Readiness | undefined): Omit<Condition, 'lastTran
   return { type: 'Available', status: r.available.status, reason: r.available.reason, message: r.available.message };
 }
 
+/**
+ * Whether the autoscaler can act: an HPA without metrics (no metrics-server, say) keeps the model at
+ * its minimum replicas, which the Ready condition alone would never tell.
+ */
+function autoscalingCondition(r: Readiness | undefined): Omit<Condition, 'lastTransitionTime'> | undefined {
+  if (!r?.autoscaler) return undefined;
+  const active = r.autoscaler.scalingActive;
+  if (!active) return { type: 'Autoscaling', status: 'Unknown', reason: 'NotReported', message: 'the HorizontalPodAutoscaler has not evaluated its metrics yet' };
+  if (active.status === 'True') return { type: 'Autoscaling', status: 'True', reason: active.reason, message: active.message };
+  return { type: 'Autoscaling', status: active.status, reason: active.reason, message: `the autoscaler cannot scale: ${active.message}` };
+}
+
 /** Sets a condition, keeping lastTransitionTime when its status did not change (metav1.Condition semantics). */
 export function setCondition(conditions: Condition[], next: Omit<Condition, 'lastTransitionTime'>, now: string): Condition[] {
   const prev = conditions.find((c) => c.type === next.type);
@@ -107,7 +121,15 @@ export function setCondition(conditions: Condition[], next: Omit<Condition, 'las
 
 export function computeStatus(prev: MachineModelStatus | undefined, input: StatusInput): MachineModelStatus {
   let conditions = prev?.conditions ?? [];
-  const wanted = [readyCondition(input.verdict, input.readiness), availableCondition(input.readiness), ...(input.extraConditions ?? [])];
+  const autoscaling = autoscalingCondition(input.readiness);
+  // Observed without an autoscaler: a condition about one would be stale.
+  if (input.readiness?.found && !autoscaling) conditions = conditions.filter((c) => c.type !== 'Autoscaling');
+  const wanted = [
+    readyCondition(input.verdict, input.readiness),
+    availableCondition(input.readiness),
+    ...(autoscaling ? [autoscaling] : []),
+    ...(input.extraConditions ?? []),
+  ];
   for (const c of wanted) conditions = setCondition(conditions, { ...c, observedGeneration: input.generation }, input.now);
   const status: MachineModelStatus = {
     phase: phaseOf(input.verdict, input.readiness),

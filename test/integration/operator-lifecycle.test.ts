@@ -84,10 +84,21 @@ describe('operator lifecycle against the real apiserver', () => {
       return h?.spec.minReplicas === 2 && h?.spec.maxReplicas === 6 ? h : undefined;
     });
     expect(hpa.spec.scaleTargetRef).toMatchObject({ kind: 'Deployment', name: 'fixed' });
+    // This cluster has no metrics-server: the model serves, and says its autoscaler cannot act.
+    const autoscaling = await eventually('Autoscaling condition False', () => {
+      const c = conditionOf(k.get('machinemodel', ns, 'fixed'), 'Autoscaling');
+      return c?.status === 'False' ? c : undefined;
+    }, 60_000);
+    expect(autoscaling.reason).toBe('FailedGetResourceMetric');
+    expect(autoscaling.message).toContain('metrics');
+    expect(phaseOf('fixed')).toBe('Ready');
     // Back to fixed: the HPA goes away.
     k.kubectl('-n', ns, 'patch', 'mm', 'fixed', '--type=merge', '-p', '{"spec":{"minReplicas":2,"maxReplicas":2}}');
     await eventually('HPA removed', () => (k.get('horizontalpodautoscaler', ns, 'fixed') === undefined ? true : undefined));
     await eventually('2 replicas', () => (k.get('deployment', ns, 'fixed')?.spec.replicas === 2 ? true : undefined));
+    await eventually('no Autoscaling condition without an autoscaler', () =>
+      conditionOf(k.get('machinemodel', ns, 'fixed'), 'Autoscaling') === undefined ? true : undefined,
+    );
   });
 
   it('restores drift: kubectl scale to 0 and kubectl delete deployment', async () => {

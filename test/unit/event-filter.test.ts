@@ -64,6 +64,19 @@ describe('ChangeFilter', () => {
     expect(f.observe('Deployment', 'added', deployment(s, { uid: 'd2' }))).toBeDefined();
   });
 
+  it('signals when the autoscaler starts or stops being able to scale, not on its status refreshes', () => {
+    const f = new ChangeFilter();
+    f.observe('MachineModel', 'added', model());
+    const hpa = (active: string, currentReplicas: number): WatchedObject => ({
+      ...deployment({}),
+      spec: { minReplicas: 2, maxReplicas: 5 },
+      status: { conditions: [{ type: 'ScalingActive', status: active }], replicas: currentReplicas },
+    });
+    expect(f.observe('HorizontalPodAutoscaler', 'added', hpa('False', 2))).toBeDefined();
+    expect(f.observe('HorizontalPodAutoscaler', 'updated', hpa('False', 3))).toBeUndefined();
+    expect(f.observe('HorizontalPodAutoscaler', 'updated', hpa('True', 3))).toBeDefined();
+  });
+
   it('finds the owning model from the controller reference, else the instance label', () => {
     expect(modelKeyOf('Service', deployment({}))).toEqual({ namespace: 'ns', name: 'm' });
     expect(modelKeyOf('Service', { metadata: { namespace: 'ns', labels: { 'app.kubernetes.io/instance': 'x' } } })).toEqual({ namespace: 'ns', name: 'x' });

@@ -55,6 +55,24 @@ describe('computeStatus', () => {
     expect(computeStatus(s, { generation: 1, verdict: { kind: 'progressing' }, readiness: readiness(1), now: 't3' }).phase).toBe('Deploying');
   });
 
+  it('says whether the autoscaler can act, and drops that condition once there is no autoscaler', () => {
+    const blind = { scalingActive: { status: 'False' as const, reason: 'FailedGetResourceMetric', message: 'unable to get metrics for resource cpu' } };
+    const s = computeStatus(undefined, { generation: 1, verdict: { kind: 'ready' }, readiness: { ...readiness(2), autoscaler: blind }, now: 't' });
+    expect(s.phase).toBe('Ready');
+    expect(s.conditions?.find((c) => c.type === 'Autoscaling')).toMatchObject({
+      status: 'False',
+      reason: 'FailedGetResourceMetric',
+      message: 'the autoscaler cannot scale: unable to get metrics for resource cpu',
+    });
+    const fresh = computeStatus(undefined, { generation: 1, verdict: { kind: 'ready' }, readiness: { ...readiness(2), autoscaler: {} }, now: 't' });
+    expect(fresh.conditions?.find((c) => c.type === 'Autoscaling')).toMatchObject({ status: 'Unknown', reason: 'NotReported' });
+    const fixed = computeStatus(s, { generation: 2, verdict: { kind: 'ready' }, readiness: readiness(2), now: 't2' });
+    expect(fixed.conditions?.map((c) => c.type)).not.toContain('Autoscaling');
+    // A failure before anything was observed says nothing about the autoscaler, so its condition stays.
+    const failed = computeStatus(s, { generation: 2, verdict: { kind: 'failed', reason: 'Forbidden', message: 'x' }, now: 't3' });
+    expect(failed.conditions?.map((c) => c.type)).toContain('Autoscaling');
+  });
+
   it('detects when nothing would change', () => {
     const a = computeStatus(undefined, { generation: 1, verdict: { kind: 'ready' }, readiness: readiness(2), now: 't1' });
     const b = computeStatus(a, { generation: 1, verdict: { kind: 'ready' }, readiness: readiness(2), now: 't2' });
