@@ -126,6 +126,9 @@ describe('operator lifecycle against the real apiserver', () => {
     const ready = conditionOf(pending, 'Ready');
     expect(ready).toMatchObject({ status: 'False', reason: 'Unschedulable' });
     expect(ready?.message).toContain('Insufficient nvidia.com/gpu');
+    const wide = k.kubectl('-n', ns, 'get', 'mm', 'greedy', '-o', 'wide').split('\n');
+    expect(wide[0]).toMatch(/PHASE\s+READY\s+REPLICAS\s+URL\s+REASON\s+GATEWAY\s+AGE/);
+    expect(wide[1]).toMatch(/Pending\s+False\s+0\s+\S+\s+Unschedulable/);
     await eventually('an Unschedulable Event', () =>
       k.list('events', ns).some((e) => e.involvedObject.name === 'greedy' && e.reason === 'Unschedulable' && e.type === 'Warning') ? true : undefined,
     );
