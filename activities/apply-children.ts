@@ -22,6 +22,8 @@ export interface ApplyResult {
   changes: string[];
   inferenceURL: string;
   selector: string;
+  /** The model has a HorizontalPodAutoscaler after this apply. */
+  autoscaler: boolean;
 }
 
 type Live = KubernetesObject & { spec?: { replicas?: number } };
@@ -81,6 +83,11 @@ export function applyChildrenActivity({ kube, build }: ActivityDeps) {
         await recordEventBestEffort(kube, ref, 'Normal', eventReasons[c.action], `${c.kind} ${ref.namespace}/${ref.name} ${c.action}`);
       }
     }
-    return { changes: changes.map((c) => `${c.kind} ${c.action}`), inferenceURL: inferenceURL(ref, spec, build), selector: selectorString(ref.name) };
+    return {
+      changes: changes.map((c) => `${c.kind} ${c.action}`),
+      inferenceURL: inferenceURL(ref, spec, build),
+      selector: selectorString(ref.name),
+      autoscaler: wantsAutoscaler(spec),
+    };
   };
 }

@@ -146,13 +146,14 @@ export function inspectGatewayActivity({ gateway, kube, build }: ActivityDeps) {
       const onGateway = new Set(routes.map((r) => r.id));
       const collisions = collisionLosers(ownedRoutes(routes, models));
       const lost = new Set(collisions.map((r) => r.id));
-      const standing = routes.filter((r) => !lost.has(r.id));
+      // What still holds a prefix: others' routes, and ours that neither lost a collision nor outlived their model.
+      const standing = routes.filter((r) => !lost.has(r.id) && (!r.owner || liveIds.has(r.id)));
       const looksAgain = (m: MachineModel): boolean => {
         const c = gatewayCondition(m);
         if (c?.status === 'True') return !onGateway.has(idOf(m));
         if (c?.reason !== 'PathConflict' || !wantsRoute(m.spec)) return false;
         const ref = { namespace: m.metadata.namespace, name: m.metadata.name, uid: m.metadata.uid };
-        return findConflict(routeSpec(ref, m.spec, build), standing.filter((r) => !r.owner || liveIds.has(r.id))).kind === 'none';
+        return findConflict(routeSpec(ref, m.spec, build), standing).kind === 'none';
       };
       return {
         orphans: routes.filter((r) => r.owner && !liveIds.has(r.id)),

@@ -6,8 +6,15 @@ import { isReady, type Readiness } from '../src/status.js';
 import type { ActivityDeps } from './deps.js';
 import { classify } from './errors.js';
 
+type ConditionSummary = { status: 'True' | 'False' | 'Unknown'; reason: string; message: string };
+
+function summary(c: { status: string; reason?: string; message?: string }): ConditionSummary {
+  return { status: c.status as ConditionSummary['status'], reason: c.reason ?? '', message: c.message ?? '' };
+}
+
 export function observeReadinessActivity({ kube }: ActivityDeps) {
-  return async function observeReadiness(ref: ModelRef): Promise<Readiness> {
+  /** `autoscaler`: whether the model has an HPA (applyChildren says), so models without one cost no extra read. */
+  return async function observeReadiness(ref: ModelRef, autoscaler: boolean): Promise<Readiness> {
     const d = await kube.read<V1Deployment>('apps/v1', 'Deployment', ref.namespace, ref.name).catch((err: unknown) => {
       throw classify(err, `reading Deployment ${ref.namespace}/${ref.name}`);
     });
@@ -23,18 +30,16 @@ export function observeReadinessActivity({ kube }: ActivityDeps) {
       availableReplicas: d.status?.availableReplicas ?? 0,
       updatedReplicas: d.status?.updatedReplicas ?? 0,
       observedLatest: (d.status?.observedGeneration ?? 0) >= (d.metadata?.generation ?? 0),
-      available: available
-        ? { status: available.status as 'True' | 'False' | 'Unknown', reason: available.reason ?? '', message: available.message ?? '' }
-        : undefined,
+      available: available ? summary(available) : undefined,
     };
-    const hpa = await kube.read<V2HorizontalPodAutoscaler>('autoscaling/v2', 'HorizontalPodAutoscaler', ref.namespace, ref.name).catch((err: unknown) => {
-      throw classify(err, `reading HorizontalPodAutoscaler ${ref.namespace}/${ref.name}`);
-    });
+    const hpa = autoscaler
+      ? await kube.read<V2HorizontalPodAutoscaler>('autoscaling/v2', 'HorizontalPodAutoscaler', ref.namespace, ref.name).catch((err: unknown) => {
+          throw classify(err, `reading HorizontalPodAutoscaler ${ref.namespace}/${ref.name}`);
+        })
+      : undefined;
     if (hpa) {
       const active = hpa.status?.conditions?.find((c) => c.type === 'ScalingActive');
-      readiness.autoscaler = active
-        ? { scalingActive: { status: active.status as 'True' | 'False' | 'Unknown', reason: active.reason ?? '', message: active.message ?? '' } }
-        : {};
+      readiness.autoscaler = active ? { scalingActive: summary(active) } : {};
     }
     if (isReady(readiness)) return readiness;
     // Only a rollout that waits is worth a pod listing: it may be waiting for the scheduler.

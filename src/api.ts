@@ -83,6 +83,11 @@ export interface ModelRef {
   uid: string;
 }
 
+/** Whether an ownerReference is the controller reference of a MachineModel (any uid). */
+export function isModelController(o: { apiVersion: string; kind: string; controller?: boolean }): boolean {
+  return !!o.controller && o.kind === kind && o.apiVersion.startsWith(`${group}/`);
+}
+
 export function workflowIdFor(namespace: string, name: string): string {
   return `machinemodel/${namespace}/${name}`;
 }

@@ -1,6 +1,6 @@
 // Which watch events can change a reconcile's outcome, and which workflow they wake. Pure apart from
 // the memory of what was last seen per object, which a re-list may replay without consequence.
-import { group, kind as modelKind, labels, resyncAnnotation } from './api.js';
+import { isModelController, labels, resyncAnnotation } from './api.js';
 import type { ReconcileHint } from '../workflows/definitions.js';
 
 export type WatchedKind = 'MachineModel' | 'Deployment' | 'Service' | 'HorizontalPodAutoscaler' | 'HTTPRoute';
@@ -45,15 +45,14 @@ export function modelKeyOf(kind: WatchedKind, obj: WatchedObject): { namespace: 
   const namespace = obj.metadata?.namespace;
   if (!namespace) return undefined;
   if (kind === 'MachineModel') return obj.metadata?.name ? { namespace, name: obj.metadata.name } : undefined;
-  const owner = obj.metadata?.ownerReferences?.find((o) => o.controller && o.kind === modelKind && o.apiVersion.startsWith(`${group}/`));
-  const name = owner?.name ?? obj.metadata?.labels?.[labels.instance];
+  const name = obj.metadata?.ownerReferences?.find(isModelController)?.name ?? obj.metadata?.labels?.[labels.instance];
   return name ? { namespace, name } : undefined;
 }
 
 /** The uid of the MachineModel a watched object belongs to, when the object says. */
-export function modelUidOf(kind: WatchedKind, obj: WatchedObject): string | undefined {
+function modelUidOf(kind: WatchedKind, obj: WatchedObject): string | undefined {
   if (kind === 'MachineModel') return obj.metadata?.uid;
-  return obj.metadata?.ownerReferences?.find((o) => o.controller && o.kind === modelKind && o.apiVersion.startsWith(`${group}/`))?.uid;
+  return obj.metadata?.ownerReferences?.find(isModelController)?.uid;
 }
 
 /**
@@ -121,5 +120,12 @@ export class ChangeFilter {
     if (this.seen.get(id) === print) return undefined;
     this.seen.set(id, print);
     return { ...key, signal: 'reconcile', hint };
+  }
+
+  /** After a reconnect: look again at the object's model, unless that model is known to be gone. */
+  lookAgain(kind: WatchedKind, obj: WatchedObject): SignalRequest | undefined {
+    const key = modelKeyOf(kind, obj);
+    if (!key || (kind !== 'MachineModel' && !this.models.has(`${key.namespace}/${key.name}`))) return undefined;
+    return { ...key, signal: 'reconcile', hint: { source: kind, event: 'relisted', uid: modelUidOf(kind, obj) } };
   }
 }

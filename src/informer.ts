@@ -17,7 +17,7 @@ import type { Logger } from 'pino';
 import { childSelector, group, plural, version } from './api.js';
 import { apiClient } from './kube-api.js';
 import { apiMessage } from './kube-errors.js';
-import { ChangeFilter, modelKeyOf, modelUidOf, type SignalRequest, type WatchedKind, type WatchedObject } from './event-filter.js';
+import { ChangeFilter, type SignalRequest, type WatchedKind, type WatchedObject } from './event-filter.js';
 
 interface SourceSpec {
   kind: WatchedKind;
@@ -191,14 +191,12 @@ export class Informer {
 
   /** After a reconnect, look again at every model this source knows of. */
   private relisted(source: Source): void {
-    const keys = new Map<string, SignalRequest>();
+    const requests = new Map<string, SignalRequest>();
     for (const obj of source.lw.list() as WatchedObject[]) {
-      const key = modelKeyOf(source.spec.kind, obj);
-      if (!key) continue;
-      const hint = { source: source.spec.kind, event: 'relisted' as const, uid: modelUidOf(source.spec.kind, obj) };
-      keys.set(`${key.namespace}/${key.name}`, { ...key, signal: 'reconcile', hint });
+      const request = this.filter.lookAgain(source.spec.kind, obj);
+      if (request) requests.set(`${request.namespace}/${request.name}`, request);
     }
-    for (const request of keys.values()) this.onSignal(request);
+    for (const request of requests.values()) this.onSignal(request);
   }
 
   /** Starts every list+watch; resolves when each has listed once (failures keep retrying in the background). */

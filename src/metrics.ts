@@ -8,42 +8,21 @@ export function createMetrics(sources: { informer?: Informer; signaler?: Signale
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'machinemodel_operator_' });
   const { informer, signaler } = sources;
-  new Counter({
-    name: 'machinemodel_operator_watch_events_total',
-    help: 'Watch events received for MachineModels and their children',
-    registers: [registry],
-    collect() {
-      this.reset();
-      this.inc(informer?.events ?? 0);
-    },
-  });
-  new Counter({
-    name: 'machinemodel_operator_watch_restarts_total',
-    help: 'List/watch restarts after an error or a watch presumed dead',
-    registers: [registry],
-    collect() {
-      this.reset();
-      this.inc(informer?.restarts ?? 0);
-    },
-  });
-  new Counter({
-    name: 'machinemodel_operator_signals_sent_total',
-    help: 'Signals delivered to MachineModel workflows',
-    registers: [registry],
-    collect() {
-      this.reset();
-      this.inc(signaler?.sent ?? 0);
-    },
-  });
-  new Counter({
-    name: 'machinemodel_operator_signal_failures_total',
-    help: 'Failed attempts to deliver a signal (retried)',
-    registers: [registry],
-    collect() {
-      this.reset();
-      this.inc(signaler?.failures ?? 0);
-    },
-  });
+  // The informer and signaler keep plain counts; each scrape reads them.
+  const counter = (name: string, help: string, read: () => number) =>
+    new Counter({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        this.reset();
+        this.inc(read());
+      },
+    });
+  counter('machinemodel_operator_watch_events_total', 'Watch events received for MachineModels and their children', () => informer?.events ?? 0);
+  counter('machinemodel_operator_watch_restarts_total', 'List/watch restarts after an error or a watch presumed dead', () => informer?.restarts ?? 0);
+  counter('machinemodel_operator_signals_sent_total', 'Signals delivered to MachineModel workflows', () => signaler?.sent ?? 0);
+  counter('machinemodel_operator_signal_failures_total', 'Failed attempts to deliver a signal (retried)', () => signaler?.failures ?? 0);
   new Gauge({
     name: 'machinemodel_operator_signals_pending',
     help: 'Models with a signal waiting for delivery',

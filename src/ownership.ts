@@ -1,5 +1,5 @@
 // Who controls an existing child object. Pure.
-import { group, kind, type ModelRef } from './api.js';
+import { isModelController, type ModelRef } from './api.js';
 
 interface OwnerReference {
   apiVersion: string;
@@ -22,6 +22,6 @@ export function ownershipOf(live: { metadata?: { ownerReferences?: OwnerReferenc
   if (!live) return 'absent';
   const controller = live.metadata?.ownerReferences?.find((o) => o.controller);
   if (controller?.uid === ref.uid) return 'ours';
-  if (controller && controller.kind === kind && controller.apiVersion.startsWith(`${group}/`) && controller.name === ref.name) return 'previous';
+  if (controller && isModelController(controller) && controller.name === ref.name) return 'previous';
   return 'foreign';
 }

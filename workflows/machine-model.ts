@@ -206,7 +206,7 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
       }
       const applied = await step('applyChildren', 'apply Deployment, Service, HPA', snap);
       changes.push(...applied.changes);
-      const readiness = await step('observeReadiness', 'observe readiness', ref);
+      const readiness = await step('observeReadiness', 'observe readiness', ref, applied.autoscaler);
       const decision = decideProgress(state, isReady(readiness), Date.now(), cfg);
       state.progressStartedAt = decision.progressStartedAt;
       state.notReadyChecks = decision.notReadyChecks;

@@ -79,7 +79,7 @@ class FakeCluster {
         this.count('applyChildren');
         if (this.applyDelayMs) await new Promise((r) => setTimeout(r, this.applyDelayMs));
         if (this.applyFailure) throw this.applyFailure;
-        return { changes: [], inferenceURL: 'http://m.default.svc.cluster.local:80', selector: 'app=m' };
+        return { changes: [], inferenceURL: 'http://m.default.svc.cluster.local:80', selector: 'app=m', autoscaler: false };
       },
       observeReadiness: async () => {
         this.count('observeReadiness');
