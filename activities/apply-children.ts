@@ -1,6 +1,6 @@
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { ApplicationFailure } from '@temporalio/common';
-import type { ModelRef } from '../src/api.js';
+import type { ModelRef } from '../src/core/api.js';
 import {
   buildAutoscaler,
   buildDeployment,
@@ -10,8 +10,8 @@ import {
   selectorString,
   wantsAutoscaler,
   type ChildObject,
-} from '../src/desired-state.js';
-import { ownershipOf } from '../src/ownership.js';
+} from '../src/core/desired-state.js';
+import { ownershipOf } from '../src/core/ownership.js';
 import type { ActivityDeps } from './deps.js';
 import { classify, permanent, permanentFailureTypes } from './errors.js';
 import { recordEventBestEffort } from './events.js';

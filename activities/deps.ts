@@ -1,4 +1,4 @@
-import type { BuildOptions } from '../src/desired-state.js';
+import type { BuildOptions } from '../src/core/desired-state.js';
 import type { GatewayDriver } from './gateway/driver.js';
 import type { KubeClient } from './kube-client.js';
 

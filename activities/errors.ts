@@ -1,5 +1,5 @@
 import { ApplicationFailure } from '@temporalio/common';
-import { apiMessage, apiStatus } from '../src/kube-errors.js';
+import { apiMessage, apiStatus } from '../src/plumbing/kube-errors.js';
 
 /** Failure types the workflow turns into a Failed phase instead of retrying. */
 export const permanentFailureTypes = {

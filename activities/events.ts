@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import { log } from '@temporalio/activity';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
-import { apiVersion, kind, type ModelRef } from '../src/api.js';
+import { apiVersion, kind, type ModelRef } from '../src/core/api.js';
 import type { ActivityDeps } from './deps.js';
-import { apiMessage, apiStatus } from '../src/kube-errors.js';
+import { apiMessage, apiStatus } from '../src/plumbing/kube-errors.js';
 
 export type EventType = 'Normal' | 'Warning';
 

@@ -1,8 +1,8 @@
 import { ApplicationFailure } from '@temporalio/common';
-import { finalizerName, type ModelRef } from '../src/api.js';
+import { finalizerName, type ModelRef } from '../src/core/api.js';
 import type { ActivityDeps } from './deps.js';
 import { classify } from './errors.js';
-import { apiStatus } from '../src/kube-errors.js';
+import { apiStatus } from '../src/plumbing/kube-errors.js';
 
 // Finalizer changes are JSON patches that first test the uid and resourceVersion: they never touch a
 // newer object of the same name, and never overwrite a finalizer list someone else just changed

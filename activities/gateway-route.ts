@@ -1,6 +1,6 @@
 // Publishing models on the API gateway, and removing their routes.
 import { ApplicationFailure } from '@temporalio/common';
-import type { Condition, MachineModel, ModelRef } from '../src/api.js';
+import type { Condition, MachineModel, ModelRef } from '../src/core/api.js';
 import {
   collisionLosers,
   findConflict,
@@ -12,7 +12,7 @@ import {
   type ExistingRoute,
   type OwnedRoute,
   type RouteSpec,
-} from '../src/gateway-route.js';
+} from '../src/core/gateway-route.js';
 import type { ActivityDeps } from './deps.js';
 import { GatewayMisconfigured } from './gateway/driver.js';
 import type { ModelSnapshot } from './read-model.js';

@@ -8,9 +8,9 @@ import {
   type KubernetesObject,
   type V1Pod,
 } from '@kubernetes/client-node';
-import { apiClient } from '../src/kube-api.js';
-import { apiStatus } from '../src/kube-errors.js';
-import { fieldManager, group, plural, version, type MachineModel, type MachineModelStatus } from '../src/api.js';
+import { apiClient } from '../src/plumbing/kube-api.js';
+import { apiStatus } from '../src/plumbing/kube-errors.js';
+import { fieldManager, group, plural, version, type MachineModel, type MachineModelStatus } from '../src/core/api.js';
 
 /** The Kubernetes calls the activities make, in one place. */
 export class KubeClient {

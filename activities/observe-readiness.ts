@@ -1,8 +1,8 @@
 import type { V1Deployment, V2HorizontalPodAutoscaler } from '@kubernetes/client-node';
-import type { ModelRef } from '../src/api.js';
-import { selectorString } from '../src/desired-state.js';
-import { unschedulablePods } from '../src/pod-scheduling.js';
-import { isReady, type Readiness } from '../src/status.js';
+import type { ModelRef } from '../src/core/api.js';
+import { selectorString } from '../src/core/desired-state.js';
+import { unschedulablePods } from '../src/core/pod-scheduling.js';
+import { isReady, type Readiness } from '../src/core/status.js';
 import type { ActivityDeps } from './deps.js';
 import { classify } from './errors.js';
 

@@ -1,5 +1,5 @@
-import { finalizerName, type MachineModelSpec, type ModelRef } from '../src/api.js';
-import { validateName, validateSpec } from '../src/validation.js';
+import { finalizerName, type MachineModelSpec, type ModelRef } from '../src/core/api.js';
+import { validateName, validateSpec } from '../src/core/validation.js';
 import type { ActivityDeps } from './deps.js';
 import { classify } from './errors.js';
 

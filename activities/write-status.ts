@@ -1,8 +1,8 @@
-import type { Condition, MachineModelStatus, ModelRef, Phase } from '../src/api.js';
-import { computeStatus, statusDiffers, type StatusInput } from '../src/status.js';
+import type { Condition, MachineModelStatus, ModelRef, Phase } from '../src/core/api.js';
+import { computeStatus, statusDiffers, type StatusInput } from '../src/core/status.js';
 import type { ActivityDeps } from './deps.js';
 import { classify } from './errors.js';
-import { apiStatus } from '../src/kube-errors.js';
+import { apiStatus } from '../src/plumbing/kube-errors.js';
 import { recordEventBestEffort } from './events.js';
 
 export type WriteStatusInput = Omit<StatusInput, 'now'>;

@@ -1,9 +1,9 @@
 // Entry point of the operator: `tsx src/main.ts [flags]` (see --help).
 import { CommanderError } from 'commander';
-import { parseOperatorConfig } from './config.js';
-import { createLogger } from './logger.js';
+import { parseOperatorConfig } from './plumbing/config.js';
+import { createLogger } from './plumbing/logger.js';
 import { startOperator } from './operator.js';
-import { installRuntime, shutdownRequested } from './runtime.js';
+import { installRuntime, shutdownRequested } from './plumbing/runtime.js';
 
 async function main(): Promise<number> {
   let config;

@@ -3,10 +3,10 @@
 //   mmctl status <namespace>/<name>            the workflow's view: phase, conditions, pending work, counters
 import { Client, WithStartWorkflowOperation, WorkflowNotFoundError } from '@temporalio/client';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
-import { workflowIdFor } from './api.js';
-import { temporalConfigFrom, temporalOptions } from './config.js';
-import { connectClient } from './temporal.js';
-import { startOptions } from './workflow-client.js';
+import { workflowIdFor } from './core/api.js';
+import { temporalConfigFrom, temporalOptions } from './plumbing/config.js';
+import { connectClient } from './plumbing/temporal.js';
+import { startOptions } from './informer/workflow-client.js';
 import { reconcileNowUpdate, resyncSignal, stateQuery, workflowType, type RoundOutcome } from '../workflows/definitions.js';
 
 interface Key {

@@ -10,12 +10,12 @@ import { GatewayApiDriver } from '../activities/gateway/gateway-api.js';
 import { createActivities } from '../activities/index.js';
 import { KubeClient } from '../activities/kube-client.js';
 import { janitorWorkflowId, janitorWorkflowType, type JanitorInput } from '../workflows/definitions.js';
-import type { GatewayConfig, OperatorConfig } from './config.js';
-import { Informer } from './informer.js';
-import { createMetrics, serveMetrics } from './metrics.js';
-import { Signaler } from './signaler.js';
-import { connectClient, connectWorker } from './temporal.js';
-import { workflowSender } from './workflow-client.js';
+import type { GatewayConfig, OperatorConfig } from './plumbing/config.js';
+import { Informer } from './informer/informer.js';
+import { createMetrics, serveMetrics } from './plumbing/metrics.js';
+import { Signaler } from './informer/signaler.js';
+import { connectClient, connectWorker } from './plumbing/temporal.js';
+import { workflowSender } from './informer/workflow-client.js';
 
 export const workflowsPath = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
 

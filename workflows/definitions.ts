@@ -1,7 +1,8 @@
 // Signals, query, update and the input/state types of the MachineModel workflow: the contract between
 // the workflow, the informer and mmctl. Workflow-safe.
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
-import type { Condition, Phase } from '../src/api.js';
+import type { Condition, Phase } from '../src/core/api.js';
+import type { WorkflowConfig } from '../src/core/reconcile-timing.js';
 
 export const workflowType = 'machineModelWorkflow';
 
@@ -39,27 +40,6 @@ export interface JanitorInput {
 
 export const stateQuery = defineQuery<WorkflowStateView>('state');
 export const reconcileNowUpdate = defineUpdate<RoundOutcome, [ResyncRequest]>('reconcileNow');
-
-export interface WorkflowConfig {
-  /** Not Ready this long after a change -> phase Failed with reason ProgressDeadlineExceeded. */
-  progressDeadlineSeconds: number;
-  /** How often an idle model is checked for drift without any event. */
-  driftCheckSeconds: number;
-  /** First and largest wait between readiness checks while a rollout progresses. */
-  readinessRecheckSeconds: { initial: number; max: number };
-  /** Continue-as-new after this many rounds, whatever the server suggests earlier. */
-  maxRoundsPerRun: number;
-  /** Rounds start at least this far apart, so a burst of changes costs a few rounds, not one each. */
-  minRoundIntervalMs: number;
-}
-
-export const defaultWorkflowConfig: WorkflowConfig = {
-  progressDeadlineSeconds: 600,
-  driftCheckSeconds: 600,
-  readinessRecheckSeconds: { initial: 2, max: 60 },
-  maxRoundsPerRun: 100,
-  minRoundIntervalMs: 1000,
-};
 
 /** What one round did and found; returned by reconcileNow and kept in the state. */
 export interface RoundOutcome {

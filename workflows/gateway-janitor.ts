@@ -5,7 +5,7 @@
 // the younger of two colliding routes that were published at the same instant.
 import { condition, continueAsNew, getExternalWorkflowHandle, patched, proxyActivities, setHandler } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
-import { workflowIdFor } from '../src/api.js';
+import { workflowIdFor } from '../src/core/api.js';
 import { janitorSweepSignal, resyncSignal, type JanitorInput } from './definitions.js';
 
 const { inspectGateway, removeOrphanRoute, removeCollidingRoute } = proxyActivities<Activities>({

@@ -17,12 +17,12 @@ import {
   type ActivityOptions,
 } from '@temporalio/workflow';
 import type { Activities, ModelSnapshot } from '../activities/index.js';
-import type { ModelRef, Phase } from '../src/api.js';
-import { decideProgress } from '../src/progress.js';
-import { phaseAttribute } from '../src/search-attributes.js';
-import { isReady, type Verdict } from '../src/status.js';
+import type { ModelRef, Phase } from '../src/core/api.js';
+import { defaultWorkflowConfig, type WorkflowConfig } from '../src/core/reconcile-timing.js';
+import { decideProgress } from '../src/core/progress.js';
+import { phaseAttribute } from './search-attributes.js';
+import { isReady, type Verdict } from '../src/core/status.js';
 import {
-  defaultWorkflowConfig,
   deletedSignal,
   reconcileNowUpdate,
   reconcileSignal,
@@ -31,7 +31,6 @@ import {
   type CarriedState,
   type MachineModelWorkflowInput,
   type RoundOutcome,
-  type WorkflowConfig,
 } from './definitions.js';
 
 const activityOptions: ActivityOptions = {

@@ -1,9 +1,9 @@
 // Caddy as an external API gateway, driven through its admin API. Each model is one route with a
 // stable "@id" (namespace, name and uid), inserted ahead of a catch-all that answers 404.
 import { Mutex } from 'async-mutex';
-import type { ModelRef } from '../../src/api.js';
-import { isSubset } from '../../src/desired-state.js';
-import { parseRouteId, routeIdPrefix, type ExistingRoute, type RouteSpec } from '../../src/gateway-route.js';
+import type { ModelRef } from '../../src/core/api.js';
+import { isSubset } from '../../src/core/desired-state.js';
+import { parseRouteId, routeIdPrefix, type ExistingRoute, type RouteSpec } from '../../src/core/gateway-route.js';
 import { GatewayUnavailable, type GatewayDriver } from './driver.js';
 import { request, type HttpResult } from './http.js';
 

@@ -1,11 +1,11 @@
 // Kubernetes Gateway API: one HTTPRoute per model, in the model's namespace, attached to a configured
 // parent Gateway. Works with any Gateway API implementation.
 import type { KubernetesObject } from '@kubernetes/client-node';
-import { apiVersion as modelApiVersion, childSelector, kind as modelKind, routeIdAnnotation, type ModelRef } from '../../src/api.js';
-import { childLabels, isSubset } from '../../src/desired-state.js';
-import { parseRouteId, type ExistingRoute, type RouteSpec } from '../../src/gateway-route.js';
-import { ownershipOf } from '../../src/ownership.js';
-import { apiMessage, apiStatus } from '../../src/kube-errors.js';
+import { apiVersion as modelApiVersion, childSelector, kind as modelKind, routeIdAnnotation, type ModelRef } from '../../src/core/api.js';
+import { childLabels, isSubset } from '../../src/core/desired-state.js';
+import { parseRouteId, type ExistingRoute, type RouteSpec } from '../../src/core/gateway-route.js';
+import { ownershipOf } from '../../src/core/ownership.js';
+import { apiMessage, apiStatus } from '../../src/plumbing/kube-errors.js';
 import type { KubeClient } from '../kube-client.js';
 import { GatewayMisconfigured, GatewayUnavailable, type GatewayDriver } from './driver.js';
 

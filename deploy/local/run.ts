@@ -2,11 +2,11 @@
 // point elsewhere), install the CRD, run the operator, apply the seed example, and say where to look.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { workflowIdFor } from '../../src/api.js';
-import { parseOperatorConfig } from '../../src/config.js';
-import { createLogger } from '../../src/logger.js';
+import { workflowIdFor } from '../../src/core/api.js';
+import { parseOperatorConfig } from '../../src/plumbing/config.js';
+import { createLogger } from '../../src/plumbing/logger.js';
 import { startOperator } from '../../src/operator.js';
-import { installRuntime, shutdownRequested } from '../../src/runtime.js';
+import { installRuntime, shutdownRequested } from '../../src/plumbing/runtime.js';
 import { PrerequisiteError } from './install.js';
 import { defaultStateDir, kubectlRun, up } from './stack.js';
 

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { chromiumArgs, ensureChromium } from '../../deploy/local/browser.js';
-import { workflowIdFor } from '../../src/api.js';
+import { workflowIdFor } from '../../src/core/api.js';
 import { eventually, kubectlFor } from '../support/cluster.js';
 import { machineModel } from '../support/models.js';
 import type { Client } from '@temporalio/client';

@@ -5,10 +5,10 @@ import { fileURLToPath } from 'node:url';
 import YAML from 'yaml';
 import { describe, expect, inject, it } from 'vitest';
 import { kubectlRun } from '../../deploy/local/stack.js';
-import { operatorEnvironment, parseOperatorConfig } from '../../src/config.js';
+import { operatorEnvironment, parseOperatorConfig } from '../../src/plumbing/config.js';
 
 const stack = inject('stack');
-const dir = fileURLToPath(new URL('../../deploy/operator/', import.meta.url));
+const dir = fileURLToPath(new URL('../../deploy/operator', import.meta.url));
 
 interface Rendered {
   kind: string;

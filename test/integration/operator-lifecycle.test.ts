@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { freePort } from '../../deploy/local/processes.js';
-import { finalizerName, workflowIdFor } from '../../src/api.js';
+import { finalizerName, workflowIdFor } from '../../src/core/api.js';
 import { stateQuery } from '../../workflows/definitions.js';
 import { conditionOf, eventually, kubectlFor } from '../support/cluster.js';
 import { machineModel, seedExample } from '../support/models.js';

@@ -15,7 +15,7 @@ import { installCrds, startOperatorProcess, type OperatorProcess } from '../supp
 
 const stack = inject('stack');
 const k = kubectlFor(stack);
-const manifests = fileURLToPath(new URL('../../deploy/operator/', import.meta.url));
+const manifests = fileURLToPath(new URL('../../deploy/operator', import.meta.url));
 let operator: OperatorProcess;
 let ns: string;
 let saKubeconfig: string;

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import YAML from 'yaml';
-import type { MachineModelSpec } from '../../src/api.js';
+import type { MachineModelSpec } from '../../src/core/api.js';
 
 export const seedExample = YAML.parse(
   readFileSync(fileURLToPath(new URL('../../deploy/examples/image-classifier-v1.yaml', import.meta.url)), 'utf8'),

@@ -7,8 +7,8 @@ import {
   inferenceURL,
   isSubset,
   wantsAutoscaler,
-} from '../../src/desired-state.js';
-import { ownershipOf } from '../../src/ownership.js';
+} from '../../src/core/desired-state.js';
+import { ownershipOf } from '../../src/core/ownership.js';
 import { seedExample } from '../support/models.js';
 
 const ref = { namespace: 'ml', name: 'image-classifier-v1', uid: 'uid-1' };

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ChangeFilter, modelKeyOf, type WatchedObject } from '../../src/event-filter.js';
+import { ChangeFilter, modelKeyOf, type WatchedObject } from '../../src/informer/event-filter.js';
 
 const model = (over: Partial<NonNullable<WatchedObject['metadata']>> = {}, status?: object): WatchedObject => ({
   metadata: { name: 'm', namespace: 'ns', uid: 'u1', generation: 1, resourceVersion: '1', finalizers: [], ...over },

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { caddyRoute } from '../../activities/gateway/caddy.js';
 import { httpRoute } from '../../activities/gateway/gateway-api.js';
-import { defaultBuildOptions } from '../../src/desired-state.js';
-import { collisionLosers, findConflict, parseRouteId, prefixesCollide, routeId, routeSpec, wantsRoute } from '../../src/gateway-route.js';
-import { validateSpec } from '../../src/validation.js';
+import { defaultBuildOptions } from '../../src/core/desired-state.js';
+import { collisionLosers, findConflict, parseRouteId, prefixesCollide, routeId, routeSpec, wantsRoute } from '../../src/core/gateway-route.js';
+import { validateSpec } from '../../src/core/validation.js';
 
 const ref = { namespace: 'ml', name: 'clf', uid: '1234-abcd' };
 const spec = { image: 'r/m:1', modelPath: '/m', resources: { cpu: '1', memory: '1Gi' } };

@@ -1,6 +1,6 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { unschedulablePods } from '../../src/pod-scheduling.js';
+import { unschedulablePods } from '../../src/core/pod-scheduling.js';
 
 const pod = (scheduled: { status: string; reason?: string; message?: string } | undefined, deleting = false): V1Pod => ({
   metadata: { name: 'p', ...(deleting ? { deletionTimestamp: new Date() } : {}) },

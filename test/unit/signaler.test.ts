@@ -1,8 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import type { SignalRequest } from '../../src/event-filter.js';
-import { merge, Signaler } from '../../src/signaler.js';
+import type { SignalRequest } from '../../src/informer/event-filter.js';
+import { merge, Signaler } from '../../src/informer/signaler.js';
 
 const req = (name: string, signal: SignalRequest['signal'] = 'reconcile', rv = '1'): SignalRequest => ({
   namespace: 'ns',

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { decideProgress } from '../../src/progress.js';
-import { computeStatus, isReady, setCondition, statusDiffers, type Readiness } from '../../src/status.js';
+import { decideProgress } from '../../src/core/progress.js';
+import { computeStatus, isReady, setCondition, statusDiffers, type Readiness } from '../../src/core/status.js';
 
 const readiness = (ready: number, desired = 2): Readiness => ({
   found: true,

@@ -2,8 +2,8 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import YAML from 'yaml';
-import { imageReferencePattern, parseQuantity, serviceNamePattern, validateName, validateSpec } from '../../src/validation.js';
-import type { MachineModelSpec } from '../../src/api.js';
+import { imageReferencePattern, parseQuantity, serviceNamePattern, validateName, validateSpec } from '../../src/core/validation.js';
+import type { MachineModelSpec } from '../../src/core/api.js';
 import { badInputs } from '../support/bad-inputs.js';
 import { seedExample } from '../support/models.js';
 

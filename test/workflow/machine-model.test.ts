@@ -5,9 +5,9 @@ import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { bundleWorkflowCode, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { Activities, ModelSnapshot } from '../../activities/index.js';
-import { finalizerName, workflowIdFor, type MachineModelSpec, type MachineModelStatus } from '../../src/api.js';
-import { computeStatus, type Readiness } from '../../src/status.js';
-import { validateSpec } from '../../src/validation.js';
+import { finalizerName, workflowIdFor, type MachineModelSpec, type MachineModelStatus } from '../../src/core/api.js';
+import { computeStatus, type Readiness } from '../../src/core/status.js';
+import { validateSpec } from '../../src/core/validation.js';
 import { registerSearchAttributes } from '../support/temporal.js';
 import {
   deletedSignal,
@@ -15,8 +15,8 @@ import {
   reconcileSignal,
   stateQuery,
   type MachineModelWorkflowInput,
-  type WorkflowConfig,
 } from '../../workflows/definitions.js';
+import type { WorkflowConfig } from '../../src/core/reconcile-timing.js';
 
 /** An in-memory MachineModel and Deployment that the stubbed activities read and write. */
 class FakeCluster {

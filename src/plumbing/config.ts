@@ -1,8 +1,8 @@
 // Operator configuration: flags, with environment variables as defaults (12-factor), validated up front
 // so that a bad value is one clear line, not a failure deep inside a client.
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { defaultBuildOptions, type BuildOptions } from './desired-state.js';
-import { defaultWorkflowConfig, type WorkflowConfig } from '../workflows/definitions.js';
+import { defaultBuildOptions, type BuildOptions } from '../core/desired-state.js';
+import { defaultWorkflowConfig, type WorkflowConfig } from '../core/reconcile-timing.js';
 
 export interface TemporalConfig {
   address: string;

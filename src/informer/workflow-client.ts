@@ -1,15 +1,15 @@
 // Starting and signalling MachineModel workflows: used by the informer and mmctl.
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
-import { workflowIdFor } from './api.js';
+import { workflowIdFor } from '../core/api.js';
 import type { SignalRequest } from './event-filter.js';
-import { nameAttribute, namespaceAttribute, phaseAttribute } from './search-attributes.js';
+import { nameAttribute, namespaceAttribute, phaseAttribute } from '../../workflows/search-attributes.js';
 import {
   deletedSignal,
   reconcileSignal,
   workflowType,
   type MachineModelWorkflowInput,
-  type WorkflowConfig,
-} from '../workflows/definitions.js';
+} from '../../workflows/definitions.js';
+import type { WorkflowConfig } from '../core/reconcile-timing.js';
 
 export interface StartSettings {
   taskQueue: string;

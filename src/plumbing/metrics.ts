@@ -1,10 +1,14 @@
 // Prometheus metrics of the operator process (the informer side; reconcile history lives in Temporal).
 import http from 'node:http';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
-import type { Informer } from './informer.js';
-import type { Signaler } from './signaler.js';
 
-export function createMetrics(sources: { informer?: Informer; signaler?: Signaler }): Registry {
+/** What the informer and the signaler count; each scrape reads them. */
+export interface MetricSources {
+  informer?: { events: number; restarts: number };
+  signaler?: { sent: number; failures: number; pendingCount: number };
+}
+
+export function createMetrics(sources: MetricSources): Registry {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'machinemodel_operator_' });
   const { informer, signaler } = sources;

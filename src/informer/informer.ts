@@ -14,9 +14,9 @@
 //   signalled again, so a change missed while disconnected is still looked at.
 import { KubeConfig, KubernetesObjectApi, ListWatch, Watch, type KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { childSelector, group, plural, version } from './api.js';
-import { apiClient } from './kube-api.js';
-import { apiMessage } from './kube-errors.js';
+import { childSelector, group, plural, version } from '../core/api.js';
+import { apiClient } from '../plumbing/kube-api.js';
+import { apiMessage } from '../plumbing/kube-errors.js';
 import { ChangeFilter, type SignalRequest, type WatchedKind, type WatchedObject } from './event-filter.js';
 
 interface SourceSpec {

@@ -1,7 +1,7 @@
 // Which watch events can change a reconcile's outcome, and which workflow they wake. Pure apart from
 // the memory of what was last seen per object, which a re-list may replay without consequence.
-import { isModelController, labels, resyncAnnotation } from './api.js';
-import type { ReconcileHint } from '../workflows/definitions.js';
+import { isModelController, labels, resyncAnnotation } from '../core/api.js';
+import type { ReconcileHint } from '../../workflows/definitions.js';
 
 export type WatchedKind = 'MachineModel' | 'Deployment' | 'Service' | 'HorizontalPodAutoscaler' | 'HTTPRoute';
 export type WatchEventType = 'added' | 'updated' | 'deleted';

@@ -1,5 +1,10 @@
 // Why a rollout waits for the scheduler, from the pods' PodScheduled conditions. Pure.
-import type { V1Pod } from '@kubernetes/client-node';
+
+/** The fields of a Pod that say whether the scheduler placed it. */
+export interface PodView {
+  metadata?: { deletionTimestamp?: unknown };
+  status?: { conditions?: { type: string; status: string; reason?: string; message?: string }[] };
+}
 
 export interface Unschedulable {
   /** Pods the scheduler could not place. */
@@ -8,7 +13,7 @@ export interface Unschedulable {
   message: string;
 }
 
-export function unschedulablePods(pods: V1Pod[]): Unschedulable | undefined {
+export function unschedulablePods(pods: PodView[]): Unschedulable | undefined {
   const stuck = pods.filter(
     (p) =>
       !p.metadata?.deletionTimestamp &&

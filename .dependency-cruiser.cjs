@@ -1,0 +1,82 @@
+// The import rules of the layers (README "Layout"); `npm test` fails on any violation.
+//   src/core        pure, workflow-safe decisions: imports nothing but itself
+//   workflows       orchestration: src/core, @temporalio/workflow|common; activities only as types
+//   activities      Kubernetes and gateway I/O: src/core, src/plumbing
+//   src/informer    watch -> filter -> signal: src/core, src/plumbing, the workflows' contract
+//   src/plumbing    config, clients, logging, metrics: src/core
+//   src/*.ts        entry points: anything above
+/** @type {import('dependency-cruiser').IConfiguration} */
+module.exports = {
+  forbidden: [
+    {
+      name: 'core-is-pure',
+      comment: 'src/core is imported by workflow code: no Node built-ins, no packages, no other layer',
+      severity: 'error',
+      from: { path: '^src/core/' },
+      to: { pathNot: '^src/core/' },
+    },
+    {
+      name: 'workflows-are-deterministic',
+      comment: 'workflow code runs in the sandbox: no Node built-ins, clients, loggers or I/O (types excepted)',
+      severity: 'error',
+      from: { path: '^workflows/' },
+      to: {
+        pathNot: ['^workflows/', '^src/core/', '^node_modules/@temporalio/(workflow|common)/'],
+        dependencyTypesNot: ['type-only'],
+      },
+    },
+    {
+      name: 'workflows-see-only-activity-types',
+      severity: 'error',
+      from: { path: '^workflows/' },
+      to: { path: '^(src/(informer|plumbing)/|src/[^/]+\\.ts$)' },
+    },
+    {
+      name: 'activities-below-the-workflow',
+      comment: 'activities do I/O for the workflow; they never reach up into it, the informer or an entry point',
+      severity: 'error',
+      from: { path: '^activities/' },
+      to: { path: '^(workflows/|src/informer/|src/[^/]+\\.ts$)' },
+    },
+    {
+      name: 'informer-does-not-reconcile',
+      comment: 'the informer only signals: it never calls activities',
+      severity: 'error',
+      from: { path: '^src/informer/' },
+      to: { path: '^(activities/|src/[^/]+\\.ts$)' },
+    },
+    {
+      name: 'plumbing-below-the-product',
+      severity: 'error',
+      from: { path: '^src/plumbing/' },
+      to: { path: '^(workflows/|activities/|src/informer/|src/[^/]+\\.ts$)' },
+    },
+    {
+      name: 'product-never-imports-tests-or-tools',
+      severity: 'error',
+      from: { path: '^(src|workflows|activities)/' },
+      to: { path: '^(test|bench|deploy)/' },
+    },
+    {
+      name: 'no-circular',
+      severity: 'error',
+      from: { path: '^(src|workflows|activities)/' },
+      to: { circular: true },
+    },
+    {
+      name: 'not-to-unresolvable',
+      severity: 'error',
+      from: {},
+      to: { couldNotResolve: true },
+    },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.json' },
+    enhancedResolveOptions: {
+      exportsFields: ['exports'],
+      conditionNames: ['import', 'require', 'node', 'default', 'types'],
+    },
+  },
+};
