@@ -80,7 +80,13 @@ export function applyChildrenActivity({ kube, build }: ActivityDeps) {
       throw classify(err, `applying children of MachineModel ${ref.namespace}/${ref.name}`);
     } finally {
       for (const c of changes) {
-        await recordEventBestEffort(kube, ref, 'Normal', eventReasons[c.action], `${c.kind} ${ref.namespace}/${ref.name} ${c.action}`);
+        await recordEventBestEffort(
+          kube,
+          ref,
+          'Normal',
+          eventReasons[c.action],
+          `${c.kind} ${ref.namespace}/${ref.name} ${c.action}`,
+        );
       }
     }
     return {

@@ -21,7 +21,11 @@ export function classify(err: unknown, action: string): Error {
   if (err instanceof ApplicationFailure) return err;
   const status = apiStatus(err);
   const message = `${action}: ${apiMessage(err)}`;
-  if (status === 403) return permanent(permanentFailureTypes.forbidden, `${message} (grant the operator's ServiceAccount this permission)`);
+  if (status === 403)
+    return permanent(
+      permanentFailureTypes.forbidden,
+      `${message} (grant the operator's ServiceAccount this permission)`,
+    );
   if (status === 400 || status === 422) return permanent(permanentFailureTypes.rejected, message);
   return ApplicationFailure.retryable(message, status ? `HTTP${status}` : 'Transient');
 }

@@ -14,7 +14,13 @@ export function eventName(ref: ModelRef, type: EventType, reason: string, messag
 }
 
 /** Records a Kubernetes Event on the MachineModel, or counts a repeat of the same one. */
-export async function recordEvent(kube: ActivityDeps['kube'], ref: ModelRef, type: EventType, reason: string, message: string): Promise<void> {
+export async function recordEvent(
+  kube: ActivityDeps['kube'],
+  ref: ModelRef,
+  type: EventType,
+  reason: string,
+  message: string,
+): Promise<void> {
   const now = new Date();
   const name = eventName(ref, type, reason, message);
   try {
@@ -46,14 +52,25 @@ export async function recordEvent(kube: ActivityDeps['kube'], ref: ModelRef, typ
 }
 
 /** In an activity: an Event must never fail a reconcile, so a failure to record one is only logged. */
-export async function recordEventBestEffort(kube: ActivityDeps['kube'], ref: ModelRef, type: EventType, reason: string, message: string): Promise<void> {
+export async function recordEventBestEffort(
+  kube: ActivityDeps['kube'],
+  ref: ModelRef,
+  type: EventType,
+  reason: string,
+  message: string,
+): Promise<void> {
   await recordEvent(kube, ref, type, reason, message).catch((err: unknown) => {
     log.warn('could not record event', { reason, error: apiMessage(err) });
   });
 }
 
 export function recordEventActivity({ kube }: ActivityDeps) {
-  return async function recordModelEvent(ref: ModelRef, type: EventType, reason: string, message: string): Promise<void> {
+  return async function recordModelEvent(
+    ref: ModelRef,
+    type: EventType,
+    reason: string,
+    message: string,
+  ): Promise<void> {
     await recordEventBestEffort(kube, ref, type, reason, message);
   };
 }

@@ -10,15 +10,23 @@ import { apiStatus } from '../src/plumbing/kube-errors.js';
 
 export function ensureFinalizerActivity({ kube }: ActivityDeps) {
   return async function ensureFinalizer(ref: ModelRef): Promise<{ added: boolean }> {
-    return patchFinalizers(kube, ref, (list) => (list.includes(finalizerName) ? undefined : [...list, finalizerName]), 'adding the finalizer')
-      .then((changed) => ({ added: changed }));
+    return patchFinalizers(
+      kube,
+      ref,
+      (list) => (list.includes(finalizerName) ? undefined : [...list, finalizerName]),
+      'adding the finalizer',
+    ).then((changed) => ({ added: changed }));
   };
 }
 
 export function removeFinalizerActivity({ kube }: ActivityDeps) {
   return async function removeFinalizer(ref: ModelRef): Promise<{ removed: boolean }> {
-    return patchFinalizers(kube, ref, (list) => (list.includes(finalizerName) ? list.filter((f) => f !== finalizerName) : undefined), 'removing the finalizer')
-      .then((changed) => ({ removed: changed }));
+    return patchFinalizers(
+      kube,
+      ref,
+      (list) => (list.includes(finalizerName) ? list.filter((f) => f !== finalizerName) : undefined),
+      'removing the finalizer',
+    ).then((changed) => ({ removed: changed }));
   };
 }
 
@@ -44,7 +52,10 @@ async function patchFinalizers(
     if (apiStatus(err) === 404) return false;
     // A failed `test` (the object changed since we read it) comes back as 422 or 409: read again.
     if (apiStatus(err) === 422 || apiStatus(err) === 409) {
-      throw ApplicationFailure.retryable(`${action} on MachineModel ${ref.namespace}/${ref.name}: the object changed meanwhile`, 'Conflict');
+      throw ApplicationFailure.retryable(
+        `${action} on MachineModel ${ref.namespace}/${ref.name}: the object changed meanwhile`,
+        'Conflict',
+      );
     }
     throw classify(err, `${action} on MachineModel ${ref.namespace}/${ref.name}`);
   }

@@ -35,12 +35,15 @@ const condition = (status: Condition['status'], reason: string, message: string)
   message,
 });
 
-const idOf = (m: MachineModel) => routeId({ namespace: m.metadata.namespace, name: m.metadata.name, uid: m.metadata.uid });
+const idOf = (m: MachineModel) =>
+  routeId({ namespace: m.metadata.namespace, name: m.metadata.name, uid: m.metadata.uid });
 
 /** The routes whose MachineModel (that uid) still exists, with its creation time. */
 function ownedRoutes(routes: ExistingRoute[], models: MachineModel[]): OwnedRoute[] {
   const created = new Map(models.map((m) => [idOf(m), m.metadata.creationTimestamp ?? '']));
-  return routes.flatMap((r) => (r.owner && created.has(r.id) ? [{ ...r, owner: r.owner, createdAt: created.get(r.id)! }] : []));
+  return routes.flatMap((r) =>
+    r.owner && created.has(r.id) ? [{ ...r, owner: r.owner, createdAt: created.get(r.id)! }] : [],
+  );
 }
 
 /** Gateway outages are retryable; configuration problems become a condition instead. */
@@ -53,10 +56,16 @@ export function registerRouteActivity({ gateway, build, kube }: ActivityDeps) {
   /** After a write: the older model whose colliding route appeared meanwhile, if ours must give way to it. */
   async function raceWinner(route: RouteSpec): Promise<ModelRef | undefined> {
     const rivals = (await gateway!.list()).filter(
-      (r) => r.id === route.id || (r.owner && (r.owner.namespace !== route.namespace || r.owner.name !== route.name) && prefixesCollide(r.pathPrefix, route.pathPrefix)),
+      (r) =>
+        r.id === route.id ||
+        (r.owner &&
+          (r.owner.namespace !== route.namespace || r.owner.name !== route.name) &&
+          prefixesCollide(r.pathPrefix, route.pathPrefix)),
     );
     if (rivals.length < 2) return undefined;
-    const models = (await Promise.all(rivals.map((r) => kube.getModel(r.owner!.namespace, r.owner!.name)))).filter((m) => m !== undefined);
+    const models = (await Promise.all(rivals.map((r) => kube.getModel(r.owner!.namespace, r.owner!.name)))).filter(
+      (m) => m !== undefined,
+    );
     const owned = ownedRoutes(rivals, models);
     if (!collisionLosers(owned).some((r) => r.id === route.id)) return undefined;
     return owned.filter((r) => r.id !== route.id).sort(olderFirst)[0]?.owner;
@@ -76,7 +85,12 @@ export function registerRouteActivity({ gateway, build, kube }: ActivityDeps) {
       };
       if (!wantsRoute(spec)) {
         await removeOwn();
-        return { configured: true, registered: false, condition: condition('False', 'Disabled', 'spec.gateway.enabled is false'), changes };
+        return {
+          configured: true,
+          registered: false,
+          condition: condition('False', 'Disabled', 'spec.gateway.enabled is false'),
+          changes,
+        };
       }
       const route = routeSpec(ref, spec, build);
       const conflict = findConflict(route, existing);
@@ -95,14 +109,30 @@ export function registerRouteActivity({ gateway, build, kube }: ActivityDeps) {
           // Another model published a colliding prefix between our check and our write, and it is older.
           if (await gateway.remove(route.id, ref)) changes.push(`route ${route.id} withdrawn`);
           const message = `path prefix ${route.pathPrefix} collides with MachineModel ${winner.namespace}/${winner.name}, published at the same time and older; choose another spec.gateway.pathPrefix`;
-          return { configured: true, registered: false, condition: condition('False', 'PathConflict', message), changes };
+          return {
+            configured: true,
+            registered: false,
+            condition: condition('False', 'PathConflict', message),
+            changes,
+          };
         }
       }
       const url = gateway.publicURL(route);
-      return { configured: true, registered: true, url, condition: condition('True', 'Registered', `published at ${url}`), changes };
+      return {
+        configured: true,
+        registered: true,
+        url,
+        condition: condition('True', 'Registered', `published at ${url}`),
+        changes,
+      };
     } catch (err) {
       if (err instanceof GatewayMisconfigured) {
-        return { configured: true, registered: false, condition: condition('False', 'GatewayMisconfigured', err.message), changes };
+        return {
+          configured: true,
+          registered: false,
+          condition: condition('False', 'GatewayMisconfigured', err.message),
+          changes,
+        };
       }
       rethrow(err);
     }
@@ -195,4 +225,3 @@ export function removeOrphanRouteActivity({ gateway, kube }: ActivityDeps) {
     }
   };
 }
-

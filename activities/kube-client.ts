@@ -58,7 +58,12 @@ export class KubeClient {
     return (await this.core.listNamespacedPod({ namespace, labelSelector })).items;
   }
 
-  async read<T extends KubernetesObject>(apiVersion: string, kind: string, namespace: string, name: string): Promise<T | undefined> {
+  async read<T extends KubernetesObject>(
+    apiVersion: string,
+    kind: string,
+    namespace: string,
+    name: string,
+  ): Promise<T | undefined> {
     try {
       return (await this.objects.read({ apiVersion, kind, metadata: { name, namespace } })) as T;
     } catch (err) {
@@ -69,13 +74,27 @@ export class KubeClient {
 
   /** Server-side apply as the operator's field manager, taking over fields others changed (drift). */
   async apply<T extends KubernetesObject>(obj: T): Promise<T> {
-    return (await this.objects.patch(obj, undefined, undefined, fieldManager, true, PatchStrategy.ServerSideApply)) as T;
+    return (await this.objects.patch(
+      obj,
+      undefined,
+      undefined,
+      fieldManager,
+      true,
+      PatchStrategy.ServerSideApply,
+    )) as T;
   }
 
   async delete(obj: KubernetesObject, preconditionUid?: string): Promise<void> {
     try {
-      await this.objects.delete(obj, undefined, undefined, undefined, undefined, 'Background',
-        preconditionUid ? { preconditions: { uid: preconditionUid } } : undefined);
+      await this.objects.delete(
+        obj,
+        undefined,
+        undefined,
+        undefined,
+        undefined,
+        'Background',
+        preconditionUid ? { preconditions: { uid: preconditionUid } } : undefined,
+      );
     } catch (err) {
       if (apiStatus(err) !== 404) throw err;
     }

@@ -19,7 +19,15 @@ export function observeReadinessActivity({ kube }: ActivityDeps) {
       throw classify(err, `reading Deployment ${ref.namespace}/${ref.name}`);
     });
     if (!d) {
-      return { found: false, desiredReplicas: 0, replicas: 0, readyReplicas: 0, availableReplicas: 0, updatedReplicas: 0, observedLatest: false };
+      return {
+        found: false,
+        desiredReplicas: 0,
+        replicas: 0,
+        readyReplicas: 0,
+        availableReplicas: 0,
+        updatedReplicas: 0,
+        observedLatest: false,
+      };
     }
     const available = d.status?.conditions?.find((c) => c.type === 'Available');
     const readiness: Readiness = {
@@ -33,9 +41,11 @@ export function observeReadinessActivity({ kube }: ActivityDeps) {
       available: available ? summary(available) : undefined,
     };
     const hpa = autoscaler
-      ? await kube.read<V2HorizontalPodAutoscaler>('autoscaling/v2', 'HorizontalPodAutoscaler', ref.namespace, ref.name).catch((err: unknown) => {
-          throw classify(err, `reading HorizontalPodAutoscaler ${ref.namespace}/${ref.name}`);
-        })
+      ? await kube
+          .read<V2HorizontalPodAutoscaler>('autoscaling/v2', 'HorizontalPodAutoscaler', ref.namespace, ref.name)
+          .catch((err: unknown) => {
+            throw classify(err, `reading HorizontalPodAutoscaler ${ref.namespace}/${ref.name}`);
+          })
       : undefined;
     if (hpa) {
       const active = hpa.status?.conditions?.find((c) => c.type === 'ScalingActive');

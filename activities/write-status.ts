@@ -25,7 +25,8 @@ export function writeStatusActivity({ kube }: ActivityDeps) {
       const obj = await kube.getModel(ref.namespace, ref.name);
       if (!obj || obj.metadata.uid !== ref.uid) return { conditions: [], changed: false };
       const next = computeStatus(obj.status, { ...input, now: now() });
-      if (!statusDiffers(obj.status, next)) return { phase: next.phase, conditions: next.conditions ?? [], changed: false };
+      if (!statusDiffers(obj.status, next))
+        return { phase: next.phase, conditions: next.conditions ?? [], changed: false };
       // Merge patch: keys we no longer report are removed with explicit nulls.
       const body = { inferenceURL: null, gatewayURL: null, selector: null, ...next } as unknown as MachineModelStatus;
       await kube.patchModelStatus(ref.namespace, ref.name, body);

@@ -23,7 +23,11 @@ async function main(): Promise<void> {
     installCrds(stack);
     const ns = `bench-${randomUUID().slice(0, 6)}`;
     kubectlRun(stack, ['create', 'namespace', ns]);
-    const operator = startOperatorProcess(stack, { MMO_NAMESPACES: ns, MMO_TASK_QUEUE: `bench-${randomUUID()}`, LOG_LEVEL: 'warn' }, 'bench');
+    const operator = startOperatorProcess(
+      stack,
+      { MMO_NAMESPACES: ns, MMO_TASK_QUEUE: `bench-${randomUUID()}`, LOG_LEVEL: 'warn' },
+      'bench',
+    );
     const kc = new KubeConfig();
     kc.loadFromFile(stack.kubeconfig);
     const apps = kc.makeApiClient(AppsV1Api);
@@ -32,12 +36,27 @@ async function main(): Promise<void> {
     // Polls the API every 10 ms (a watch can miss events right after the CRD is installed).
     const run = async (name: string) => {
       const applied = performance.now();
-      kubectlRun(stack, ['apply', '-f', '-'], JSON.stringify(machineModel(ns, name, { minReplicas: 2, maxReplicas: 2 })));
+      kubectlRun(
+        stack,
+        ['apply', '-f', '-'],
+        JSON.stringify(machineModel(ns, name, { minReplicas: 2, maxReplicas: 2 })),
+      );
       let created: number | undefined;
       while (performance.now() - applied < 60_000) {
-        if (created === undefined && (await apps.readNamespacedDeployment({ namespace: ns, name }).catch(() => undefined))) created = performance.now() - applied;
-        const mm = (await custom.getNamespacedCustomObject({ group: 'stable.example.com', version: 'v1', namespace: ns, plural: 'machinemodels', name })) as { status?: { phase?: string } };
-        if (mm.status?.phase === 'Ready' && created !== undefined) return { created, ready: performance.now() - applied };
+        if (
+          created === undefined &&
+          (await apps.readNamespacedDeployment({ namespace: ns, name }).catch(() => undefined))
+        )
+          created = performance.now() - applied;
+        const mm = (await custom.getNamespacedCustomObject({
+          group: 'stable.example.com',
+          version: 'v1',
+          namespace: ns,
+          plural: 'machinemodels',
+          name,
+        })) as { status?: { phase?: string } };
+        if (mm.status?.phase === 'Ready' && created !== undefined)
+          return { created, ready: performance.now() - applied };
         await new Promise((r) => setTimeout(r, 10));
       }
       throw new Error(`${name} not Ready within 60s`);

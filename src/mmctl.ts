@@ -7,7 +7,13 @@ import { workflowIdFor } from './core/api.js';
 import { temporalConfigFrom, temporalOptions } from './plumbing/config.js';
 import { connectClient } from './plumbing/temporal.js';
 import { startOptions } from './informer/workflow-client.js';
-import { reconcileNowUpdate, resyncSignal, stateQuery, workflowType, type RoundOutcome } from '../workflows/definitions.js';
+import {
+  reconcileNowUpdate,
+  resyncSignal,
+  stateQuery,
+  workflowType,
+  type RoundOutcome,
+} from '../workflows/definitions.js';
 
 interface Key {
   namespace: string;
@@ -16,12 +22,15 @@ interface Key {
 
 function parseKey(value: string): Key {
   const m = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?)\/([a-z0-9]([-a-z0-9.]*[a-z0-9])?)$/.exec(value);
-  if (!m) throw new InvalidArgumentError(`expected <namespace>/<name>, e.g. default/image-classifier-v1; got "${value}"`);
+  if (!m)
+    throw new InvalidArgumentError(`expected <namespace>/<name>, e.g. default/image-classifier-v1; got "${value}"`);
   return { namespace: m[1]!, name: m[3]! };
 }
 
 function formatOutcome(key: Key, o: RoundOutcome): string {
-  const lines = [`${key.namespace}/${key.name}: round ${o.round}, phase ${o.phase ?? 'unknown'}${o.finished ? ' (finished)' : ''}`];
+  const lines = [
+    `${key.namespace}/${key.name}: round ${o.round}, phase ${o.phase ?? 'unknown'}${o.finished ? ' (finished)' : ''}`,
+  ];
   lines.push(`  changes: ${o.changes.length ? o.changes.join(', ') : 'none'}`);
   for (const c of o.conditions) lines.push(`  ${c.type}=${c.status} ${c.reason}${c.message ? `: ${c.message}` : ''}`);
   if (o.message) lines.push(`  ${o.message}`);
@@ -49,25 +58,50 @@ program
   .description('ask the operator to reconcile a model now')
   .argument('<namespace/name>', 'the MachineModel', parseKey)
   .option('--wait', 'wait for the round to finish and print its outcome')
-  .option('--timeout <seconds>', 'how long --wait waits', (v) => {
-    const n = Number(v);
-    if (!(n > 0)) throw new InvalidArgumentError(`--timeout must be a positive number of seconds, got "${v}"`);
-    return n;
-  }, 120)
+  .option(
+    '--timeout <seconds>',
+    'how long --wait waits',
+    (v) => {
+      const n = Number(v);
+      if (!(n > 0)) throw new InvalidArgumentError(`--timeout must be a positive number of seconds, got "${v}"`);
+      return n;
+    },
+    120,
+  )
   .action(async (key: Key, opts: { wait?: boolean; timeout: number }, cmd: Command) => {
     await withClient(cmd, async (client, taskQueue) => {
       const settings = { taskQueue, workflow: {} };
       const requestedBy = `mmctl (${process.env.USER ?? 'unknown user'})`;
       if (!opts.wait) {
-        await client.workflow.signalWithStart(workflowType, { ...startOptions(key, settings), signal: resyncSignal, signalArgs: [{ requestedBy }] });
-        console.log(`resync requested for ${key.namespace}/${key.name} (workflow ${workflowIdFor(key.namespace, key.name)})`);
+        await client.workflow.signalWithStart(workflowType, {
+          ...startOptions(key, settings),
+          signal: resyncSignal,
+          signalArgs: [{ requestedBy }],
+        });
+        console.log(
+          `resync requested for ${key.namespace}/${key.name} (workflow ${workflowIdFor(key.namespace, key.name)})`,
+        );
         return;
       }
-      const operation = new WithStartWorkflowOperation(workflowType, { ...startOptions(key, settings), workflowIdConflictPolicy: 'USE_EXISTING' });
+      const operation = new WithStartWorkflowOperation(workflowType, {
+        ...startOptions(key, settings),
+        workflowIdConflictPolicy: 'USE_EXISTING',
+      });
       const outcome = await Promise.race([
-        client.workflow.executeUpdateWithStart(reconcileNowUpdate, { args: [{ requestedBy }], startWorkflowOperation: operation }),
+        client.workflow.executeUpdateWithStart(reconcileNowUpdate, {
+          args: [{ requestedBy }],
+          startWorkflowOperation: operation,
+        }),
         new Promise<never>((_, reject) =>
-          setTimeout(() => reject(new Error(`no outcome within ${opts.timeout}s: is the operator's worker running on task queue ${taskQueue}?`)), opts.timeout * 1000).unref(),
+          setTimeout(
+            () =>
+              reject(
+                new Error(
+                  `no outcome within ${opts.timeout}s: is the operator's worker running on task queue ${taskQueue}?`,
+                ),
+              ),
+            opts.timeout * 1000,
+          ).unref(),
         ),
       ]);
       console.log(formatOutcome(key, outcome));
@@ -85,7 +119,9 @@ program
         console.log(JSON.stringify(state, null, 2));
       } catch (err) {
         if (err instanceof WorkflowNotFoundError) {
-          throw new Error(`no workflow for ${key.namespace}/${key.name}: the operator has not seen this model (is it running and watching ${key.namespace}?)`);
+          throw new Error(
+            `no workflow for ${key.namespace}/${key.name}: the operator has not seen this model (is it running and watching ${key.namespace}?)`,
+          );
         }
         throw err;
       }

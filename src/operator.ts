@@ -79,7 +79,10 @@ export async function startOperator(config: OperatorConfig, log: Logger): Promis
   if (config.role !== 'worker') {
     const connection = await connectClient(config.temporal);
     const client = new Client({ connection, namespace: config.temporal.namespace });
-    signaler = new Signaler(workflowSender(client, { taskQueue: config.temporal.taskQueue, workflow: config.workflow }), log);
+    signaler = new Signaler(
+      workflowSender(client, { taskQueue: config.temporal.taskQueue, workflow: config.workflow }),
+      log,
+    );
     const s = signaler;
     informer = new Informer(kc, (r) => s.enqueue(r), log, {
       namespaces: config.namespaces,

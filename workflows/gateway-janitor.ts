@@ -3,7 +3,14 @@
 // before the route went) and wakes the workflows of models whose route vanished from the gateway
 // (a gateway that restarted with its routes in memory, a path conflict that went away), and withdraws
 // the younger of two colliding routes that were published at the same instant.
-import { condition, continueAsNew, getExternalWorkflowHandle, patched, proxyActivities, setHandler } from '@temporalio/workflow';
+import {
+  condition,
+  continueAsNew,
+  getExternalWorkflowHandle,
+  patched,
+  proxyActivities,
+  setHandler,
+} from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import { workflowIdFor } from '../src/core/api.js';
 import { janitorSweepSignal, resyncSignal, type JanitorInput } from './definitions.js';
@@ -41,7 +48,9 @@ export async function gatewayJanitorWorkflow(input: JanitorInput): Promise<void>
         .catch(() => undefined);
     }
     sweepRequested = false;
-    await condition(() => sweepRequested, `${input.intervalSeconds} seconds`, { summary: 'wait for the next gateway sweep' });
+    await condition(() => sweepRequested, `${input.intervalSeconds} seconds`, {
+      summary: 'wait for the next gateway sweep',
+    });
   }
   await continueAsNew<typeof gatewayJanitorWorkflow>({ ...input, removed });
 }

@@ -47,7 +47,11 @@ const gatewayOptions: ActivityOptions = {
 const activities = proxyActivities<Activities>(activityOptions);
 
 /** Runs an activity with a one-line summary that the Web UI shows in the event history. */
-function step<K extends keyof Activities>(name: K, summary: string, ...args: Parameters<Activities[K]>): ReturnType<Activities[K]> {
+function step<K extends keyof Activities>(
+  name: K,
+  summary: string,
+  ...args: Parameters<Activities[K]>
+): ReturnType<Activities[K]> {
   return stepWith(activityOptions, name, summary, ...args);
 }
 
@@ -57,7 +61,9 @@ function stepWith<K extends keyof Activities>(
   summary: string,
   ...args: Parameters<Activities[K]>
 ): ReturnType<Activities[K]> {
-  const fn = activities[name] as unknown as { executeWithOptions(o: ActivityOptions, a: unknown[]): ReturnType<Activities[K]> };
+  const fn = activities[name] as unknown as {
+    executeWithOptions(o: ActivityOptions, a: unknown[]): ReturnType<Activities[K]>;
+  };
   return fn.executeWithOptions({ ...options, summary }, args);
 }
 
@@ -118,7 +124,12 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
     upsertSearchAttributes([{ key: phaseAttribute, value: phase }]);
   };
 
-  const writeStatus = async (ref: ModelRef, generation: number, verdict: Verdict, extra: Partial<Parameters<Activities['writeStatus']>[1]> = {}) => {
+  const writeStatus = async (
+    ref: ModelRef,
+    generation: number,
+    verdict: Verdict,
+    extra: Partial<Parameters<Activities['writeStatus']>[1]> = {},
+  ) => {
     const written = await step('writeStatus', `status: ${verdict.kind}`, ref, { generation, verdict, ...extra });
     setPhase(written.phase);
     return written;
@@ -140,10 +151,16 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
         if (!failure) throw err;
         const message = `the gateway has not confirmed the route's removal (${failure.message}); keeping the finalizer and retrying`;
         if (generation !== undefined) {
-          await writeStatus(ref, generation, { kind: 'deleting', message }, {
-            extraConditions: [gatewayCondition('Unknown', 'UnregisterPending', message)],
-          });
-          if (attempt % 10 === 0) await step('recordModelEvent', 'event: gateway unavailable', ref, 'Warning', 'GatewayUnavailable', message);
+          await writeStatus(
+            ref,
+            generation,
+            { kind: 'deleting', message },
+            {
+              extraConditions: [gatewayCondition('Unknown', 'UnregisterPending', message)],
+            },
+          );
+          if (attempt % 10 === 0)
+            await step('recordModelEvent', 'event: gateway unavailable', ref, 'Warning', 'GatewayUnavailable', message);
         }
         dirty = false;
         await condition(() => dirty, `${Math.min(2 ** attempt * 2, gatewayRetryMaxSeconds)} seconds`, {
@@ -156,7 +173,13 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
   async function round(): Promise<RoundOutcome & { nextCheckSeconds: number }> {
     const n = ++state.rounds;
     const outcome = (fields: Partial<RoundOutcome>, next = cfg.driftCheckSeconds) => ({
-      round: n, phase: state.phase, conditions: [], changes: [], finished: false, ...fields, nextCheckSeconds: next,
+      round: n,
+      phase: state.phase,
+      conditions: [],
+      changes: [],
+      finished: false,
+      ...fields,
+      nextCheckSeconds: next,
     });
     const snap = await step('readModel', `read MachineModel ${label}`, key);
     const previous = state.uid ? { ...key, uid: state.uid } : undefined;
@@ -200,7 +223,11 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
         changes.push('finalizer added');
       }
       if (snap.specErrors.length > 0) {
-        const w = await writeStatus(ref, generation, { kind: 'failed', reason: 'InvalidSpec', message: snap.specErrors.join('; ') });
+        const w = await writeStatus(ref, generation, {
+          kind: 'failed',
+          reason: 'InvalidSpec',
+          message: snap.specErrors.join('; '),
+        });
         return outcome({ changes, conditions: w.conditions, message: 'invalid spec: waiting for it to change' });
       }
       const applied = await step('applyChildren', 'apply Deployment, Service, HPA', snap);
@@ -255,7 +282,8 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
   for (;;) {
     if (!dirty) {
       await condition(() => dirty, `${nextCheckSeconds} seconds`, {
-        summary: state.phase === 'Ready' ? 'idle: wait for a change or the drift check' : 'wait for readiness or a change',
+        summary:
+          state.phase === 'Ready' ? 'idle: wait for a change or the drift check' : 'wait for readiness or a change',
       });
     }
     const sinceLast = Date.now() - lastRoundEndedAt;
@@ -281,7 +309,11 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
       if (patched(ownSignalsPatch) ? foreignSignal : dirty) {
         // Something happened to the name after we looked (a new object of the same name): start clean.
         await condition(allHandlersFinished);
-        return continueAsNew<typeof machineModelWorkflow>({ namespace: key.namespace, name: key.name, config: input.config });
+        return continueAsNew<typeof machineModelWorkflow>({
+          namespace: key.namespace,
+          name: key.name,
+          config: input.config,
+        });
       }
       finished = true;
       await condition(allHandlersFinished);

@@ -40,7 +40,10 @@ const catchAllId = `${routeIdPrefix}-catch-all`;
 export function caddyRoute(route: RouteSpec): CaddyRoute {
   const match: { path: string[]; host?: string[] } = { path: [route.pathPrefix, `${route.pathPrefix}/*`] };
   if (route.hostnames.length) match.host = route.hostnames;
-  const proxy: Record<string, unknown> = { handler: 'reverse_proxy', upstreams: [{ dial: `${route.service.host}:${route.service.port}` }] };
+  const proxy: Record<string, unknown> = {
+    handler: 'reverse_proxy',
+    upstreams: [{ dial: `${route.service.host}:${route.service.port}` }],
+  };
   if (route.protocol === 'grpc') proxy.transport = { protocol: 'http', versions: ['h2c', '2'] };
   return {
     '@id': route.id,
@@ -70,7 +73,8 @@ export class CaddyDriver implements GatewayDriver {
       const code = (err as NodeJS.ErrnoException).code ?? (err instanceof Error ? err.message : String(err));
       throw new GatewayUnavailable(`Caddy admin API at ${this.opts.adminURL} is unreachable: ${code}`);
     }
-    if (res.status >= 500) throw new GatewayUnavailable(`Caddy admin API ${method} ${path} answered ${res.status}: ${res.body.trim()}`);
+    if (res.status >= 500)
+      throw new GatewayUnavailable(`Caddy admin API ${method} ${path} answered ${res.status}: ${res.body.trim()}`);
     return { status: res.status, json: parseJson(res.body) };
   }
 
@@ -90,7 +94,12 @@ export class CaddyDriver implements GatewayDriver {
     if (routes.status === 200 && Array.isArray(routes.json)) return routes.json as CaddyRoute[];
     const server = {
       listen: [this.opts.listen],
-      routes: [{ '@id': catchAllId, handle: [{ handler: 'static_response', status_code: 404, body: 'no model is published at this path\n' }] }],
+      routes: [
+        {
+          '@id': catchAllId,
+          handle: [{ handler: 'static_response', status_code: 404, body: 'no model is published at this path\n' }],
+        },
+      ],
     };
     for (const [path, value] of [
       ['/config/apps', {}],
@@ -111,7 +120,13 @@ export class CaddyDriver implements GatewayDriver {
       if (r['@id'] === catchAllId) return [];
       const prefix = r.match?.[0]?.path?.[0];
       if (!prefix) return [];
-      return [{ id: r['@id'] ?? '(no @id)', owner: r['@id'] ? parseRouteId(r['@id']) : undefined, pathPrefix: prefix.replace(/\/\*$/, '') }];
+      return [
+        {
+          id: r['@id'] ?? '(no @id)',
+          owner: r['@id'] ? parseRouteId(r['@id']) : undefined,
+          pathPrefix: prefix.replace(/\/\*$/, ''),
+        },
+      ];
     });
   }
 

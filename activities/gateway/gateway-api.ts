@@ -1,7 +1,13 @@
 // Kubernetes Gateway API: one HTTPRoute per model, in the model's namespace, attached to a configured
 // parent Gateway. Works with any Gateway API implementation.
 import type { KubernetesObject } from '@kubernetes/client-node';
-import { apiVersion as modelApiVersion, childSelector, kind as modelKind, routeIdAnnotation, type ModelRef } from '../../src/core/api.js';
+import {
+  apiVersion as modelApiVersion,
+  childSelector,
+  kind as modelKind,
+  routeIdAnnotation,
+  type ModelRef,
+} from '../../src/core/api.js';
 import { childLabels, isSubset } from '../../src/core/desired-state.js';
 import { parseRouteId, type ExistingRoute, type RouteSpec } from '../../src/core/gateway-route.js';
 import { ownershipOf } from '../../src/core/ownership.js';
@@ -17,7 +23,10 @@ export interface GatewayApiOptions {
 }
 
 interface HTTPRoute extends KubernetesObject {
-  spec?: { parentRefs?: { name: string; namespace?: string }[]; rules?: { matches?: { path?: { value?: string } }[] }[] };
+  spec?: {
+    parentRefs?: { name: string; namespace?: string }[];
+    rules?: { matches?: { path?: { value?: string } }[] }[];
+  };
 }
 
 export function httpRoute(route: RouteSpec, parent: GatewayApiOptions['parent']) {
@@ -29,15 +38,34 @@ export function httpRoute(route: RouteSpec, parent: GatewayApiOptions['parent'])
       namespace: route.namespace,
       labels: childLabels(route.name),
       annotations: { [routeIdAnnotation]: route.id },
-      ownerReferences: [{ apiVersion: modelApiVersion, kind: modelKind, name: route.name, uid: route.uid, controller: true, blockOwnerDeletion: true }],
+      ownerReferences: [
+        {
+          apiVersion: modelApiVersion,
+          kind: modelKind,
+          name: route.name,
+          uid: route.uid,
+          controller: true,
+          blockOwnerDeletion: true,
+        },
+      ],
     },
     spec: {
-      parentRefs: [{ group: 'gateway.networking.k8s.io', kind: 'Gateway', name: parent.name, namespace: parent.namespace, ...(parent.sectionName ? { sectionName: parent.sectionName } : {}) }],
+      parentRefs: [
+        {
+          group: 'gateway.networking.k8s.io',
+          kind: 'Gateway',
+          name: parent.name,
+          namespace: parent.namespace,
+          ...(parent.sectionName ? { sectionName: parent.sectionName } : {}),
+        },
+      ],
       ...(route.hostnames.length ? { hostnames: route.hostnames } : {}),
       rules: [
         {
           matches: [{ path: { type: 'PathPrefix', value: route.pathPrefix } }],
-          filters: [{ type: 'URLRewrite', urlRewrite: { path: { type: 'ReplacePrefixMatch', replacePrefixMatch: '/' } } }],
+          filters: [
+            { type: 'URLRewrite', urlRewrite: { path: { type: 'ReplacePrefixMatch', replacePrefixMatch: '/' } } },
+          ],
           backendRefs: [{ name: route.service.name, port: route.service.port }],
         },
       ],
@@ -54,21 +82,33 @@ export class GatewayApiDriver implements GatewayDriver {
   ) {}
 
   private unavailable(err: unknown, action: string): Error {
-    if (apiStatus(err) === 404) return new GatewayMisconfigured(`${action}: the Gateway API CRDs are not installed (${apiMessage(err)})`);
+    if (apiStatus(err) === 404)
+      return new GatewayMisconfigured(`${action}: the Gateway API CRDs are not installed (${apiMessage(err)})`);
     return new GatewayUnavailable(`${action}: ${apiMessage(err)}`);
   }
 
   async list(): Promise<ExistingRoute[]> {
     let items: HTTPRoute[];
     try {
-      const list = await this.kube.objects.list<HTTPRoute>(routeApiVersion, 'HTTPRoute', undefined, undefined, undefined, undefined, undefined, childSelector);
+      const list = await this.kube.objects.list<HTTPRoute>(
+        routeApiVersion,
+        'HTTPRoute',
+        undefined,
+        undefined,
+        undefined,
+        undefined,
+        undefined,
+        childSelector,
+      );
       items = list.items;
     } catch (err) {
       throw this.unavailable(err, 'listing HTTPRoutes');
     }
     const { namespace, name } = this.opts.parent;
     return items
-      .filter((r) => r.spec?.parentRefs?.some((p) => p.name === name && (p.namespace ?? r.metadata?.namespace) === namespace))
+      .filter((r) =>
+        r.spec?.parentRefs?.some((p) => p.name === name && (p.namespace ?? r.metadata?.namespace) === namespace),
+      )
       .map((r) => {
         const id = r.metadata?.annotations?.[routeIdAnnotation] ?? `${r.metadata?.namespace}/${r.metadata?.name}`;
         return { id, owner: parseRouteId(id), pathPrefix: r.spec?.rules?.[0]?.matches?.[0]?.path?.value ?? '/' };
@@ -77,16 +117,25 @@ export class GatewayApiDriver implements GatewayDriver {
 
   async put(route: RouteSpec): Promise<boolean> {
     const { namespace, name } = this.opts.parent;
-    const parent = await this.kube.read('gateway.networking.k8s.io/v1', 'Gateway', namespace, name).catch((err: unknown) => {
-      throw this.unavailable(err, `reading Gateway ${namespace}/${name}`);
-    });
-    if (!parent) throw new GatewayMisconfigured(`the parent Gateway ${namespace}/${name} does not exist; create it or point --gateway-parent at an existing one`);
+    const parent = await this.kube
+      .read('gateway.networking.k8s.io/v1', 'Gateway', namespace, name)
+      .catch((err: unknown) => {
+        throw this.unavailable(err, `reading Gateway ${namespace}/${name}`);
+      });
+    if (!parent)
+      throw new GatewayMisconfigured(
+        `the parent Gateway ${namespace}/${name} does not exist; create it or point --gateway-parent at an existing one`,
+      );
     const desired = httpRoute(route, this.opts.parent);
-    const live = await this.kube.read<HTTPRoute>(routeApiVersion, 'HTTPRoute', route.namespace, route.name).catch((err: unknown) => {
-      throw this.unavailable(err, `reading HTTPRoute ${route.namespace}/${route.name}`);
-    });
+    const live = await this.kube
+      .read<HTTPRoute>(routeApiVersion, 'HTTPRoute', route.namespace, route.name)
+      .catch((err: unknown) => {
+        throw this.unavailable(err, `reading HTTPRoute ${route.namespace}/${route.name}`);
+      });
     if (ownershipOf(live as Parameters<typeof ownershipOf>[0], route) === 'foreign') {
-      throw new GatewayMisconfigured(`HTTPRoute ${route.namespace}/${route.name} exists and is not owned by this MachineModel`);
+      throw new GatewayMisconfigured(
+        `HTTPRoute ${route.namespace}/${route.name} exists and is not owned by this MachineModel`,
+      );
     }
     if (live && isSubset(desired, live)) return false;
     await this.kube.apply(desired).catch((err: unknown) => {
@@ -96,9 +145,11 @@ export class GatewayApiDriver implements GatewayDriver {
   }
 
   async remove(id: string, owner: ModelRef): Promise<boolean> {
-    const live = await this.kube.read<HTTPRoute>(routeApiVersion, 'HTTPRoute', owner.namespace, owner.name).catch((err: unknown) => {
-      throw this.unavailable(err, `reading HTTPRoute ${owner.namespace}/${owner.name}`);
-    });
+    const live = await this.kube
+      .read<HTTPRoute>(routeApiVersion, 'HTTPRoute', owner.namespace, owner.name)
+      .catch((err: unknown) => {
+        throw this.unavailable(err, `reading HTTPRoute ${owner.namespace}/${owner.name}`);
+      });
     if (!live || live.metadata?.annotations?.[routeIdAnnotation] !== id) return false;
     await this.kube.delete(live, live.metadata?.uid).catch((err: unknown) => {
       throw this.unavailable(err, `deleting HTTPRoute ${owner.namespace}/${owner.name}`);

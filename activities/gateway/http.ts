@@ -16,7 +16,10 @@ export function request(method: string, url: string, body?: unknown, timeoutMs =
       url,
       {
         method,
-        headers: payload === undefined ? {} : { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(payload) },
+        headers:
+          payload === undefined
+            ? {}
+            : { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(payload) },
         // A fresh connection each time: Caddy closes idle admin connections, and reusing one it just
         // closed fails with "socket hang up".
         agent: false,

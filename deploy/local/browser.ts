@@ -19,10 +19,15 @@ export const chromiumArgs = [
 export function ensureChromium(log: (line: string) => void = console.error): string {
   if (existsSync(chromiumPath)) return chromiumPath;
   if (process.getuid?.() !== 0) {
-    throw new PrerequisiteError('Chromium is needed for the Web UI checks: install it with `sudo apt-get install chromium`.');
+    throw new PrerequisiteError(
+      'Chromium is needed for the Web UI checks: install it with `sudo apt-get install chromium`.',
+    );
   }
   log('installing Debian chromium for the Web UI checks');
   execFileSync('apt-get', ['update', '-qq'], { stdio: 'ignore' });
-  execFileSync('apt-get', ['install', '-y', '-qq', '--no-install-recommends', 'chromium'], { stdio: 'ignore', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+  execFileSync('apt-get', ['install', '-y', '-qq', '--no-install-recommends', 'chromium'], {
+    stdio: 'ignore',
+    env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+  });
   return chromiumPath;
 }

@@ -11,7 +11,11 @@ program
   .description('install what is missing, start the stack (a running stack is left as it is)')
   .option('--fresh', 'wipe cluster and Temporal data before starting')
   .action(async (opts: { fresh?: boolean }) => {
-    const info = await up({ stateDir: program.opts<{ stateDir: string }>().stateDir, ports: 'fixed', fresh: opts.fresh });
+    const info = await up({
+      stateDir: program.opts<{ stateDir: string }>().stateDir,
+      ports: 'fixed',
+      fresh: opts.fresh,
+    });
     console.log(`export KUBECONFIG=${info.kubeconfig}`);
     console.log(`export TEMPORAL_ADDRESS=${info.temporalAddress}`);
     if (info.temporalUiUrl) console.log(`# Temporal Web UI: ${info.temporalUiUrl}`);
@@ -34,7 +38,9 @@ program
     for (const c of allComponents) console.log(`${c.name} ${c.version}\t${componentDir(c)}\t${c.purpose}`);
     if (!info) return console.log('stack: not running');
     console.log(`stack: ${(await healthy(info)) ? 'healthy' : 'unhealthy'}`);
-    console.log(JSON.stringify({ kubeconfig: info.kubeconfig, temporal: info.temporalAddress, ui: info.temporalUiUrl }, null, 2));
+    console.log(
+      JSON.stringify({ kubeconfig: info.kubeconfig, temporal: info.temporalAddress, ui: info.temporalUiUrl }, null, 2),
+    );
   });
 
 program.parseAsync().catch((err: unknown) => {

@@ -10,7 +10,9 @@ const crds = ['gatewayclasses', 'gateways', 'httproutes', 'referencegrants'];
 export function gatewayApiCrdFiles(): string[] {
   let out: string;
   try {
-    out = execFileSync('go', ['mod', 'download', '-json', `sigs.k8s.io/gateway-api@${gatewayApiVersion}`], { encoding: 'utf8' });
+    out = execFileSync('go', ['mod', 'download', '-json', `sigs.k8s.io/gateway-api@${gatewayApiVersion}`], {
+      encoding: 'utf8',
+    });
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
       throw new PrerequisiteError('the Go toolchain is needed to fetch the Gateway API CRDs: install Go 1.26+');

@@ -39,7 +39,17 @@ async function installWheel(c: WheelComponent, log: Log): Promise<void> {
   log(`installing ${c.pipPackage}==${c.version} into ${dir}`);
   await run(
     'python3',
-    ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', '--no-deps', '--prefix', tmp, `${c.pipPackage}==${c.version}`],
+    [
+      '-m',
+      'pip',
+      'install',
+      '--quiet',
+      '--disable-pip-version-check',
+      '--no-deps',
+      '--prefix',
+      tmp,
+      `${c.pipPackage}==${c.version}`,
+    ],
     log,
   );
   replaceDir(tmp, dir);
@@ -53,7 +63,9 @@ async function buildGo(c: GoComponent, log: Log): Promise<void> {
   rmSync(`${dir}.partial`, { recursive: true, force: true });
   mkdirSync(path.dirname(out), { recursive: true });
   log(`building ${c.name} ${c.version} (etcd, kube-apiserver, controller-manager, scheduler, kwok) into ${dir}`);
-  log('the first build compiles Kubernetes from source: about 5 minutes on 2 cores with empty Go caches; later runs reuse it');
+  log(
+    'the first build compiles Kubernetes from source: about 5 minutes on 2 cores with empty Go caches; later runs reuse it',
+  );
   let compiled = 0;
   const started = Date.now();
   const timer = setInterval(() => {

@@ -21,7 +21,13 @@ function write(file: string, cluster: ClusterEntry, user: string, token: string,
 }
 
 export function writeKubeconfig(file: string, server: string, caCertFile: string, user: string, token: string): void {
-  write(file, { server, 'certificate-authority-data': readFileSync(caCertFile).toString('base64') }, user, token, 'default');
+  write(
+    file,
+    { server, 'certificate-authority-data': readFileSync(caCertFile).toString('base64') },
+    user,
+    token,
+    'default',
+  );
 }
 
 /**
@@ -37,7 +43,17 @@ export function writeServiceAccountKubeconfig(opts: {
 }): void {
   const token = execFileSync(
     opts.kubectl,
-    ['--kubeconfig', opts.adminKubeconfig, 'create', 'token', opts.serviceAccount, '-n', opts.namespace, '--duration', '24h'],
+    [
+      '--kubeconfig',
+      opts.adminKubeconfig,
+      'create',
+      'token',
+      opts.serviceAccount,
+      '-n',
+      opts.namespace,
+      '--duration',
+      '24h',
+    ],
     { encoding: 'utf8' },
   ).trim();
   const admin = YAML.parse(readFileSync(opts.adminKubeconfig, 'utf8')) as { clusters: { cluster: ClusterEntry }[] };

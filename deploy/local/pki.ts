@@ -43,16 +43,55 @@ export function ensurePki(dir: string): Pki {
     tokens: { admin: '', controllerManager: '', scheduler: '' },
   };
   if (!existsSync(pki.caCert)) {
-    openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', pki.caKey, '-out', pki.caCert,
-      '-days', '3650', '-subj', '/CN=machinemodel-local-ca');
+    openssl(
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      pki.caKey,
+      '-out',
+      pki.caCert,
+      '-days',
+      '3650',
+      '-subj',
+      '/CN=machinemodel-local-ca',
+    );
   }
   if (!existsSync(pki.apiserverCert)) {
     const csr = f('apiserver.csr');
     const ext = f('apiserver.ext');
     writeFileSync(ext, `subjectAltName=${apiserverNames.join(',')}\nextendedKeyUsage=serverAuth\n`);
-    openssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', pki.apiserverKey, '-out', csr, '-subj', '/CN=kube-apiserver');
-    openssl('x509', '-req', '-in', csr, '-CA', pki.caCert, '-CAkey', pki.caKey, '-CAcreateserial',
-      '-out', pki.apiserverCert, '-days', '3650', '-extfile', ext);
+    openssl(
+      'req',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      pki.apiserverKey,
+      '-out',
+      csr,
+      '-subj',
+      '/CN=kube-apiserver',
+    );
+    openssl(
+      'x509',
+      '-req',
+      '-in',
+      csr,
+      '-CA',
+      pki.caCert,
+      '-CAkey',
+      pki.caKey,
+      '-CAcreateserial',
+      '-out',
+      pki.apiserverCert,
+      '-days',
+      '3650',
+      '-extfile',
+      ext,
+    );
   }
   if (!existsSync(pki.serviceAccountPub)) {
     openssl('genrsa', '-out', pki.serviceAccountKey, '2048');
@@ -71,9 +110,13 @@ function ensureTokens(file: string): Pki['tokens'] {
       [t(), 'system:kube-controller-manager', 'system:kube-controller-manager', ''],
       [t(), 'system:kube-scheduler', 'system:kube-scheduler', ''],
     ];
-    writeFileSync(file, rows.map(([token, user, uid, groups]) => `${token},${user},${uid},"${groups}"`).join('\n') + '\n', {
-      mode: 0o600,
-    });
+    writeFileSync(
+      file,
+      rows.map(([token, user, uid, groups]) => `${token},${user},${uid},"${groups}"`).join('\n') + '\n',
+      {
+        mode: 0o600,
+      },
+    );
   }
   const byUser = new Map<string, string>();
   for (const line of readFileSync(file, 'utf8').trim().split('\n')) {
@@ -92,7 +135,9 @@ function openssl(...args: string[]): void {
     execFileSync('openssl', args, { stdio: ['ignore', 'ignore', 'pipe'] });
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
-      throw new PrerequisiteError('openssl is required to create the local cluster certificates: install it (apt-get install openssl).');
+      throw new PrerequisiteError(
+        'openssl is required to create the local cluster certificates: install it (apt-get install openssl).',
+      );
     }
     throw err;
   }

@@ -13,7 +13,13 @@ export interface ManagedProcess {
 }
 
 /** Starts a server detached from this process (its own process group), output appended to its log file. */
-export function startProcess(name: string, command: string, args: string[], logFile: string, env?: NodeJS.ProcessEnv): ManagedProcess {
+export function startProcess(
+  name: string,
+  command: string,
+  args: string[],
+  logFile: string,
+  env?: NodeJS.ProcessEnv,
+): ManagedProcess {
   const fd = openSync(logFile, 'a');
   try {
     const child = spawn(command, args, { detached: true, stdio: ['ignore', fd, fd], env: { ...process.env, ...env } });
@@ -65,7 +71,12 @@ export function logTail(file: string, lines = 30): string {
 }
 
 /** Polls `check` until it returns true; fails early if the process died, with the tail of its log. */
-export async function waitUntil(p: ManagedProcess, what: string, check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+export async function waitUntil(
+  p: ManagedProcess,
+  what: string,
+  check: () => Promise<boolean>,
+  timeoutMs: number,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (!isRunning(p)) throw new ComponentFailure(p, `${p.name} exited before ${what}`);

@@ -47,7 +47,9 @@ async function main(): Promise<void> {
   say('  kubectl get machinemodels,deployments,services,hpa');
   say(`  kubectl describe mm ${name}`);
   if (stack.temporalUiUrl) {
-    say(`  Web UI: ${stack.temporalUiUrl}/namespaces/${stack.temporalNamespace}/workflows/${encodeURIComponent(workflowId)}`);
+    say(
+      `  Web UI: ${stack.temporalUiUrl}/namespaces/${stack.temporalNamespace}/workflows/${encodeURIComponent(workflowId)}`,
+    );
   }
   say(`  npm run mmctl -- resync default/${name} --wait`);
   say('\nthe operator runs until Ctrl-C; the stack keeps running afterwards (npm run stack:down stops it)');

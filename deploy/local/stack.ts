@@ -68,7 +68,12 @@ const portSettings: Record<keyof Ports, { what: string; env: string; fallback: n
   etcd: { what: 'etcd', env: 'MMO_ETCD_PORT', fallback: 23790, part: 'kube' },
   etcdPeer: { what: 'etcd peer', env: 'MMO_ETCD_PEER_PORT', fallback: 23800, part: 'kube' },
   apiserver: { what: 'kube-apiserver', env: 'MMO_APISERVER_PORT', fallback: 16443, part: 'kube' },
-  controllerManager: { what: 'kube-controller-manager', env: 'MMO_CONTROLLER_MANAGER_PORT', fallback: 10257, part: 'kube' },
+  controllerManager: {
+    what: 'kube-controller-manager',
+    env: 'MMO_CONTROLLER_MANAGER_PORT',
+    fallback: 10257,
+    part: 'kube',
+  },
   scheduler: { what: 'kube-scheduler', env: 'MMO_SCHEDULER_PORT', fallback: 10259, part: 'kube' },
   kwok: { what: 'kwok', env: 'MMO_KWOK_PORT', fallback: 10247, part: 'kube' },
   temporal: { what: 'Temporal frontend', env: 'MMO_TEMPORAL_PORT', fallback: 7233, part: 'temporal' },
@@ -78,13 +83,16 @@ const portSettings: Record<keyof Ports, { what: string; env: string; fallback: n
 };
 const portKeys = Object.keys(portSettings) as (keyof Ports)[];
 
-const fixedPorts = Object.fromEntries(portKeys.map((k) => [k, envPort(portSettings[k].env, portSettings[k].fallback)])) as unknown as Ports;
+const fixedPorts = Object.fromEntries(
+  portKeys.map((k) => [k, envPort(portSettings[k].env, portSettings[k].fallback)]),
+) as unknown as Ports;
 
 function envPort(name: string, fallback: number): number {
   const raw = process.env[name];
   if (raw === undefined || raw === '') return fallback;
   const port = Number(raw);
-  if (!Number.isInteger(port) || port < 1 || port > 65535) throw new PrerequisiteError(`${name}=${raw} is not a port number (1-65535).`);
+  if (!Number.isInteger(port) || port < 1 || port > 65535)
+    throw new PrerequisiteError(`${name}=${raw} is not a port number (1-65535).`);
   return port;
 }
 
@@ -132,7 +140,8 @@ export async function up(opts: StackOptions): Promise<StackInfo> {
   const ports = opts.ports === 'fixed' ? fixedPorts : await autoPorts();
   if (opts.ports === 'fixed') await requireFreePorts(ports, managesKube, managesTemporal);
   if (opts.fresh) {
-    for (const d of ['etcd', 'temporal.db', 'logs']) rmSync(path.join(opts.stateDir, d), { recursive: true, force: true });
+    for (const d of ['etcd', 'temporal.db', 'logs'])
+      rmSync(path.join(opts.stateDir, d), { recursive: true, force: true });
   }
   mkdirSync(path.join(opts.stateDir, 'logs'), { recursive: true });
 
@@ -170,8 +179,10 @@ export async function up(opts: StackOptions): Promise<StackInfo> {
     throw err;
   }
   saveStack(info);
-  log(`stack up: kubeconfig ${info.kubeconfig}, Temporal ${info.temporalAddress}` +
-    (info.temporalUiUrl ? `, Web UI ${info.temporalUiUrl}` : ''));
+  log(
+    `stack up: kubeconfig ${info.kubeconfig}, Temporal ${info.temporalAddress}` +
+      (info.temporalUiUrl ? `, Web UI ${info.temporalUiUrl}` : ''),
+  );
   return info;
 }
 
@@ -187,7 +198,8 @@ export async function down(stateDir: string = defaultStateDir, purge = false): P
 
 export async function healthy(info: StackInfo): Promise<boolean> {
   if (!info.processes.every(isRunning)) return false;
-  if (info.managesKube && !(await httpOk(`https://127.0.0.1:${info.ports.apiserver}/readyz`, caFile(info)))) return false;
+  if (info.managesKube && !(await httpOk(`https://127.0.0.1:${info.ports.apiserver}/readyz`, caFile(info))))
+    return false;
   if (info.managesTemporal && !(await temporalServing(info))) return false;
   return true;
 }
@@ -220,13 +232,26 @@ function logFile(info: StackInfo, name: string): string {
 function startTemporal(info: StackInfo): ManagedProcess {
   const p = info.ports;
   const args = [
-    'server', 'start-dev',
-    '--ip', '127.0.0.1', '--port', String(p.temporal),
-    '--http-port', String(p.temporalHttp), '--metrics-port', String(p.temporalMetrics),
-    '--ui-ip', '127.0.0.1', '--ui-port', String(p.temporalUi),
-    '--db-filename', path.join(info.stateDir, 'temporal.db'),
-    '--namespace', info.temporalNamespace,
-    '--log-level', 'warn',
+    'server',
+    'start-dev',
+    '--ip',
+    '127.0.0.1',
+    '--port',
+    String(p.temporal),
+    '--http-port',
+    String(p.temporalHttp),
+    '--metrics-port',
+    String(p.temporalMetrics),
+    '--ui-ip',
+    '127.0.0.1',
+    '--ui-port',
+    String(p.temporalUi),
+    '--db-filename',
+    path.join(info.stateDir, 'temporal.db'),
+    '--namespace',
+    info.temporalNamespace,
+    '--log-level',
+    'warn',
     ...searchAttributes.flatMap((name) => ['--search-attribute', `${name}=Keyword`]),
   ];
   return startProcess('temporal', info.binaries.temporal, args, logFile(info, 'temporal'));
@@ -234,11 +259,15 @@ function startTemporal(info: StackInfo): ManagedProcess {
 
 async function temporalServing(info: StackInfo): Promise<boolean> {
   try {
-    const out = execFileSync(info.binaries.temporal, ['operator', 'cluster', 'health', '--address', info.temporalAddress], {
-      encoding: 'utf8',
-      stdio: ['ignore', 'pipe', 'ignore'],
-      timeout: 5_000,
-    });
+    const out = execFileSync(
+      info.binaries.temporal,
+      ['operator', 'cluster', 'health', '--address', info.temporalAddress],
+      {
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'ignore'],
+        timeout: 5_000,
+      },
+    );
     return out.includes('SERVING');
   } catch {
     return false;
@@ -265,43 +294,116 @@ async function startKube(
   const etcdUrl = `http://127.0.0.1:${p.etcd}`;
   const peerUrl = `http://127.0.0.1:${p.etcdPeer}`;
   const etcd = started(
-    startProcess('etcd', bin, [
-      'etcd', '--name', 'local', '--data-dir', path.join(dir, 'etcd'),
-      '--listen-client-urls', etcdUrl, '--advertise-client-urls', etcdUrl,
-      '--listen-peer-urls', peerUrl, '--initial-advertise-peer-urls', peerUrl, '--initial-cluster', `local=${peerUrl}`,
-      '--listen-metrics-urls', '', '--unsafe-no-fsync', '--log-level', 'warn',
-    ], logFile(info, 'etcd')),
+    startProcess(
+      'etcd',
+      bin,
+      [
+        'etcd',
+        '--name',
+        'local',
+        '--data-dir',
+        path.join(dir, 'etcd'),
+        '--listen-client-urls',
+        etcdUrl,
+        '--advertise-client-urls',
+        etcdUrl,
+        '--listen-peer-urls',
+        peerUrl,
+        '--initial-advertise-peer-urls',
+        peerUrl,
+        '--initial-cluster',
+        `local=${peerUrl}`,
+        '--listen-metrics-urls',
+        '',
+        '--unsafe-no-fsync',
+        '--log-level',
+        'warn',
+      ],
+      logFile(info, 'etcd'),
+    ),
   );
   await waitUntil(etcd, 'healthy', () => httpOk(`${etcdUrl}/health`), 30_000);
 
   log('starting kube-apiserver');
   const apiserver = started(
-    startProcess('kube-apiserver', bin, [
-      'kube-apiserver', '--etcd-servers', etcdUrl,
-      '--bind-address', '127.0.0.1', '--advertise-address', '127.0.0.1', '--secure-port', String(p.apiserver),
-      '--tls-cert-file', pki.apiserverCert, '--tls-private-key-file', pki.apiserverKey, '--client-ca-file', pki.caCert,
-      '--token-auth-file', pki.tokenFile, '--authorization-mode', 'RBAC',
-      '--service-account-issuer', 'https://kubernetes.default.svc.cluster.local',
-      '--service-account-key-file', pki.serviceAccountPub, '--service-account-signing-key-file', pki.serviceAccountKey,
-      '--service-cluster-ip-range', '10.96.0.0/16', '--endpoint-reconciler-type', 'none',
-      '--allow-privileged', '--profiling=false', '--cert-dir', path.join(dir, 'apiserver-certs'),
-    ], logFile(info, 'kube-apiserver')),
+    startProcess(
+      'kube-apiserver',
+      bin,
+      [
+        'kube-apiserver',
+        '--etcd-servers',
+        etcdUrl,
+        '--bind-address',
+        '127.0.0.1',
+        '--advertise-address',
+        '127.0.0.1',
+        '--secure-port',
+        String(p.apiserver),
+        '--tls-cert-file',
+        pki.apiserverCert,
+        '--tls-private-key-file',
+        pki.apiserverKey,
+        '--client-ca-file',
+        pki.caCert,
+        '--token-auth-file',
+        pki.tokenFile,
+        '--authorization-mode',
+        'RBAC',
+        '--service-account-issuer',
+        'https://kubernetes.default.svc.cluster.local',
+        '--service-account-key-file',
+        pki.serviceAccountPub,
+        '--service-account-signing-key-file',
+        pki.serviceAccountKey,
+        '--service-cluster-ip-range',
+        '10.96.0.0/16',
+        '--endpoint-reconciler-type',
+        'none',
+        '--allow-privileged',
+        '--profiling=false',
+        '--cert-dir',
+        path.join(dir, 'apiserver-certs'),
+      ],
+      logFile(info, 'kube-apiserver'),
+    ),
   );
   await waitUntil(apiserver, 'ready', () => httpOk(`${server}/readyz`, pki.caCert), 90_000);
 
   log('starting kube-controller-manager, kube-scheduler and kwok');
   const component = (name: string, kubeconfig: string, port: number) =>
     started(
-      startProcess(name, bin, [
-        name, '--kubeconfig', kubeconfig,
-        '--authentication-kubeconfig', kubeconfig, '--authorization-kubeconfig', kubeconfig,
-        '--bind-address', '127.0.0.1', '--secure-port', String(port),
-        '--cert-dir', path.join(dir, `${name}-certs`), '--leader-elect=false',
-        ...(name === 'kube-controller-manager'
-          ? ['--service-account-private-key-file', pki.serviceAccountKey, '--root-ca-file', pki.caCert,
-             '--use-service-account-credentials', '--cluster-name', 'machinemodel-local']
-          : []),
-      ], logFile(info, name)),
+      startProcess(
+        name,
+        bin,
+        [
+          name,
+          '--kubeconfig',
+          kubeconfig,
+          '--authentication-kubeconfig',
+          kubeconfig,
+          '--authorization-kubeconfig',
+          kubeconfig,
+          '--bind-address',
+          '127.0.0.1',
+          '--secure-port',
+          String(port),
+          '--cert-dir',
+          path.join(dir, `${name}-certs`),
+          '--leader-elect=false',
+          ...(name === 'kube-controller-manager'
+            ? [
+                '--service-account-private-key-file',
+                pki.serviceAccountKey,
+                '--root-ca-file',
+                pki.caCert,
+                '--use-service-account-credentials',
+                '--cluster-name',
+                'machinemodel-local',
+              ]
+            : []),
+        ],
+        logFile(info, name),
+      ),
     );
   const kcm = component('kube-controller-manager', kcmConfig, p.controllerManager);
   const scheduler = component('kube-scheduler', schedConfig, p.scheduler);
@@ -317,13 +419,29 @@ async function startKube(
 function startKwok(info: StackInfo, bin: string): ManagedProcess {
   const stages = path.join(info.stateDir, 'kwok-stages.yaml');
   writeFileSync(stages, execFileSync(bin, ['kwok-stages'], { encoding: 'utf8' }));
-  return startProcess('kwok', bin, [
-    'kwok', '--kubeconfig', info.kubeconfig, '--config', stages,
-    '--manage-all-nodes=false', '--manage-nodes-with-annotation-selector', 'kwok.x-k8s.io/node=fake',
-    '--cidr', '10.244.0.1/16', '--node-ip', '10.240.0.10',
-    '--node-lease-duration-seconds', '40',
-    '--server-address', `127.0.0.1:${info.ports.kwok}`,
-  ], logFile(info, 'kwok'));
+  return startProcess(
+    'kwok',
+    bin,
+    [
+      'kwok',
+      '--kubeconfig',
+      info.kubeconfig,
+      '--config',
+      stages,
+      '--manage-all-nodes=false',
+      '--manage-nodes-with-annotation-selector',
+      'kwok.x-k8s.io/node=fake',
+      '--cidr',
+      '10.244.0.1/16',
+      '--node-ip',
+      '10.240.0.10',
+      '--node-lease-duration-seconds',
+      '40',
+      '--server-address',
+      `127.0.0.1:${info.ports.kwok}`,
+    ],
+    logFile(info, 'kwok'),
+  );
 }
 
 /** One fake node, with room for many models and GPUs as an extended resource. */
@@ -335,7 +453,12 @@ function applyFakeNode(info: StackInfo): void {
     metadata: {
       name: fakeNodeName,
       annotations: { 'kwok.x-k8s.io/node': 'fake', 'node.alpha.kubernetes.io/ttl': '0' },
-      labels: { 'kubernetes.io/hostname': fakeNodeName, 'kubernetes.io/os': 'linux', 'kubernetes.io/arch': 'amd64', type: 'kwok' },
+      labels: {
+        'kubernetes.io/hostname': fakeNodeName,
+        'kubernetes.io/os': 'linux',
+        'kubernetes.io/arch': 'amd64',
+        type: 'kwok',
+      },
     },
     status: { allocatable: capacity, capacity },
   };
@@ -344,7 +467,13 @@ function applyFakeNode(info: StackInfo): void {
 
 function nodeReady(info: StackInfo): boolean {
   try {
-    const out = kubectlRun(info, ['get', 'node', fakeNodeName, '-o', 'jsonpath={.status.conditions[?(@.type=="Ready")].status}']);
+    const out = kubectlRun(info, [
+      'get',
+      'node',
+      fakeNodeName,
+      '-o',
+      'jsonpath={.status.conditions[?(@.type=="Ready")].status}',
+    ]);
     return out.trim() === 'True';
   } catch {
     return false;
@@ -368,7 +497,11 @@ function httpOk(url: string, ca?: string): Promise<boolean> {
       done(res.statusCode === 200);
     };
     const req = url.startsWith('https:')
-      ? https.get(url, ca === 'insecure' ? { rejectUnauthorized: false } : { ca: ca ? readFileSync(ca) : undefined }, onResponse)
+      ? https.get(
+          url,
+          ca === 'insecure' ? { rejectUnauthorized: false } : { ca: ca ? readFileSync(ca) : undefined },
+          onResponse,
+        )
       : http.get(url, onResponse);
     req.setTimeout(3_000, () => req.destroy());
     req.on('error', () => done(false));

@@ -1,5 +1,13 @@
 // MachineModel -> the Deployment, Service and HorizontalPodAutoscaler that serve it. Pure.
-import { apiVersion, kind, labels, labelValues, type EndpointType, type MachineModelSpec, type ModelRef } from './api.js';
+import {
+  apiVersion,
+  kind,
+  labels,
+  labelValues,
+  type EndpointType,
+  type MachineModelSpec,
+  type ModelRef,
+} from './api.js';
 
 export interface BuildOptions {
   /** Extended resource name for GPUs (e.g. nvidia.com/gpu, amd.com/gpu). */
@@ -29,7 +37,9 @@ const endpoints: Record<EndpointType, Endpoint> = {
 };
 
 /** Spec with the CRD's defaults filled in, for objects that predate them. */
-export function withDefaults(spec: MachineModelSpec): Required<Omit<MachineModelSpec, 'resources' | 'gateway'>> & { resources: Required<MachineModelSpec['resources']> } {
+export function withDefaults(
+  spec: MachineModelSpec,
+): Required<Omit<MachineModelSpec, 'resources' | 'gateway'>> & { resources: Required<MachineModelSpec['resources']> } {
   return {
     image: spec.image,
     modelPath: spec.modelPath,
@@ -60,7 +70,11 @@ export function selectorString(name: string): string {
     .join(',');
 }
 
-export function inferenceURL(ref: Pick<ModelRef, 'namespace' | 'name'>, spec: MachineModelSpec, opts: BuildOptions): string {
+export function inferenceURL(
+  ref: Pick<ModelRef, 'namespace' | 'name'>,
+  spec: MachineModelSpec,
+  opts: BuildOptions,
+): string {
   const e = endpoints[withDefaults(spec).endpointType];
   return `${e.scheme}://${ref.name}.${ref.namespace}.svc.${opts.clusterDomain}:${e.servicePort}`;
 }
@@ -131,7 +145,9 @@ export function buildService(ref: ModelRef, spec: MachineModelSpec) {
     spec: {
       type: 'ClusterIP',
       selector: selectorLabels(ref.name),
-      ports: [{ name: e.portName, port: e.servicePort, targetPort: e.portName, protocol: 'TCP', appProtocol: e.appProtocol }],
+      ports: [
+        { name: e.portName, port: e.servicePort, targetPort: e.portName, protocol: 'TCP', appProtocol: e.appProtocol },
+      ],
     },
   };
 }
@@ -147,13 +163,17 @@ export function buildAutoscaler(ref: ModelRef, spec: MachineModelSpec, opts: Bui
       minReplicas: s.minReplicas,
       maxReplicas: s.maxReplicas,
       metrics: [
-        { type: 'Resource', resource: { name: 'cpu', target: { type: 'Utilization', averageUtilization: opts.targetCPUUtilization } } },
+        {
+          type: 'Resource',
+          resource: { name: 'cpu', target: { type: 'Utilization', averageUtilization: opts.targetCPUUtilization } },
+        },
       ],
     },
   };
 }
 
-export type ChildObject = ReturnType<typeof buildDeployment> | ReturnType<typeof buildService> | ReturnType<typeof buildAutoscaler>;
+export type ChildObject =
+  ReturnType<typeof buildDeployment> | ReturnType<typeof buildService> | ReturnType<typeof buildAutoscaler>;
 
 /**
  * True when every field of `desired` already has the same value in `live` (the server adds
@@ -165,5 +185,7 @@ export function isSubset(desired: unknown, live: unknown): boolean {
   if (Array.isArray(desired)) {
     return Array.isArray(live) && desired.length === live.length && desired.every((d, i) => isSubset(d, live[i]));
   }
-  return Object.entries(desired as Record<string, unknown>).every(([k, v]) => isSubset(v, (live as Record<string, unknown>)[k]));
+  return Object.entries(desired as Record<string, unknown>).every(([k, v]) =>
+    isSubset(v, (live as Record<string, unknown>)[k]),
+  );
 }

@@ -66,7 +66,12 @@ export function routeSpec(ref: ModelRef, spec: MachineModelSpec, opts: BuildOpti
     uid: ref.uid,
     pathPrefix: normalizePrefix(spec.gateway?.pathPrefix ?? defaultPathPrefix(ref)),
     hostnames: [...(spec.gateway?.hostnames ?? [])].sort(),
-    service: { name: ref.name, namespace: ref.namespace, port, host: `${ref.name}.${ref.namespace}.svc.${opts.clusterDomain}` },
+    service: {
+      name: ref.name,
+      namespace: ref.namespace,
+      port,
+      host: `${ref.name}.${ref.namespace}.svc.${opts.clusterDomain}`,
+    },
     protocol: s.endpointType === 'gRPC' ? 'grpc' : 'http',
   };
 }

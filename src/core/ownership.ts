@@ -18,7 +18,10 @@ export type Ownership =
   /** Anyone else's: never touched. */
   | 'foreign';
 
-export function ownershipOf(live: { metadata?: { ownerReferences?: OwnerReference[] } } | undefined, ref: ModelRef): Ownership {
+export function ownershipOf(
+  live: { metadata?: { ownerReferences?: OwnerReference[] } } | undefined,
+  ref: ModelRef,
+): Ownership {
   if (!live) return 'absent';
   const controller = live.metadata?.ownerReferences?.find((o) => o.controller);
   if (controller?.uid === ref.uid) return 'ours';

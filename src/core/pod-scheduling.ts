@@ -17,7 +17,9 @@ export function unschedulablePods(pods: PodView[]): Unschedulable | undefined {
   const stuck = pods.filter(
     (p) =>
       !p.metadata?.deletionTimestamp &&
-      p.status?.conditions?.some((c) => c.type === 'PodScheduled' && c.status === 'False' && c.reason === 'Unschedulable'),
+      p.status?.conditions?.some(
+        (c) => c.type === 'PodScheduled' && c.status === 'False' && c.reason === 'Unschedulable',
+      ),
   );
   if (stuck.length === 0) return undefined;
   const message = stuck[0]!.status!.conditions!.find((c) => c.type === 'PodScheduled')!.message ?? 'no reason given';

@@ -19,11 +19,19 @@ export interface ProgressDecision extends ProgressState {
   nextCheckSeconds: number;
 }
 
-export function decideProgress(prev: ProgressState, ready: boolean, nowMs: number, cfg: ProgressConfig): ProgressDecision {
+export function decideProgress(
+  prev: ProgressState,
+  ready: boolean,
+  nowMs: number,
+  cfg: ProgressConfig,
+): ProgressDecision {
   if (ready) return { verdict: { kind: 'ready' }, notReadyChecks: 0, nextCheckSeconds: cfg.driftCheckSeconds };
   const progressStartedAt = prev.progressStartedAt ?? nowMs;
   const notReadyChecks = prev.notReadyChecks + 1;
-  const backoff = Math.min(cfg.readinessRecheckSeconds.initial * 2 ** (notReadyChecks - 1), cfg.readinessRecheckSeconds.max);
+  const backoff = Math.min(
+    cfg.readinessRecheckSeconds.initial * 2 ** (notReadyChecks - 1),
+    cfg.readinessRecheckSeconds.max,
+  );
   const deadlineAt = progressStartedAt + cfg.progressDeadlineSeconds * 1000;
   if (nowMs >= deadlineAt) {
     return {
@@ -35,5 +43,10 @@ export function decideProgress(prev: ProgressState, ready: boolean, nowMs: numbe
   }
   // Never sleep past the deadline: the Failed condition should appear when it passes.
   const untilDeadline = Math.max(1, Math.ceil((deadlineAt - nowMs) / 1000));
-  return { verdict: { kind: 'progressing' }, progressStartedAt, notReadyChecks, nextCheckSeconds: Math.min(backoff, untilDeadline) };
+  return {
+    verdict: { kind: 'progressing' },
+    progressStartedAt,
+    notReadyChecks,
+    nextCheckSeconds: Math.min(backoff, untilDeadline),
+  };
 }

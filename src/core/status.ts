@@ -77,7 +77,13 @@ function readyCondition(v: Verdict, r: Readiness | undefined): Omit<Condition, '
     case 'ready':
       return { type: 'Ready', status: 'True', reason: 'ModelReady', message: replicaSummary(r) };
     case 'progressing':
-      if (r?.unschedulable) return { type: 'Ready', status: 'False', reason: 'Unschedulable', message: `waiting for the scheduler: ${replicaSummary(r)}` };
+      if (r?.unschedulable)
+        return {
+          type: 'Ready',
+          status: 'False',
+          reason: 'Unschedulable',
+          message: `waiting for the scheduler: ${replicaSummary(r)}`,
+        };
       return { type: 'Ready', status: 'False', reason: 'Progressing', message: `rolling out: ${replicaSummary(r)}` };
     case 'deadline-exceeded':
       return {
@@ -94,8 +100,20 @@ function readyCondition(v: Verdict, r: Readiness | undefined): Omit<Condition, '
 }
 
 function availableCondition(r: Readiness | undefined): Omit<Condition, 'lastTransitionTime'> {
-  if (!r?.found) return { type: 'Available', status: 'Unknown', reason: 'DeploymentNotFound', message: 'the Deployment does not exist yet' };
-  if (!r.available) return { type: 'Available', status: 'Unknown', reason: 'NotReported', message: 'the Deployment reports no Available condition yet' };
+  if (!r?.found)
+    return {
+      type: 'Available',
+      status: 'Unknown',
+      reason: 'DeploymentNotFound',
+      message: 'the Deployment does not exist yet',
+    };
+  if (!r.available)
+    return {
+      type: 'Available',
+      status: 'Unknown',
+      reason: 'NotReported',
+      message: 'the Deployment reports no Available condition yet',
+    };
   return { type: 'Available', status: r.available.status, reason: r.available.reason, message: r.available.message };
 }
 
@@ -106,13 +124,29 @@ function availableCondition(r: Readiness | undefined): Omit<Condition, 'lastTran
 function autoscalingCondition(r: Readiness | undefined): Omit<Condition, 'lastTransitionTime'> | undefined {
   if (!r?.autoscaler) return undefined;
   const active = r.autoscaler.scalingActive;
-  if (!active) return { type: 'Autoscaling', status: 'Unknown', reason: 'NotReported', message: 'the HorizontalPodAutoscaler has not evaluated its metrics yet' };
-  if (active.status === 'True') return { type: 'Autoscaling', status: 'True', reason: active.reason, message: active.message };
-  return { type: 'Autoscaling', status: active.status, reason: active.reason, message: `the autoscaler cannot scale: ${active.message}` };
+  if (!active)
+    return {
+      type: 'Autoscaling',
+      status: 'Unknown',
+      reason: 'NotReported',
+      message: 'the HorizontalPodAutoscaler has not evaluated its metrics yet',
+    };
+  if (active.status === 'True')
+    return { type: 'Autoscaling', status: 'True', reason: active.reason, message: active.message };
+  return {
+    type: 'Autoscaling',
+    status: active.status,
+    reason: active.reason,
+    message: `the autoscaler cannot scale: ${active.message}`,
+  };
 }
 
 /** Sets a condition, keeping lastTransitionTime when its status did not change (metav1.Condition semantics). */
-export function setCondition(conditions: Condition[], next: Omit<Condition, 'lastTransitionTime'>, now: string): Condition[] {
+export function setCondition(
+  conditions: Condition[],
+  next: Omit<Condition, 'lastTransitionTime'>,
+  now: string,
+): Condition[] {
   const prev = conditions.find((c) => c.type === next.type);
   const lastTransitionTime = prev && prev.status === next.status ? prev.lastTransitionTime : now;
   const updated: Condition = { ...next, lastTransitionTime };
@@ -130,7 +164,8 @@ export function computeStatus(prev: MachineModelStatus | undefined, input: Statu
     ...(autoscaling ? [autoscaling] : []),
     ...(input.extraConditions ?? []),
   ];
-  for (const c of wanted) conditions = setCondition(conditions, { ...c, observedGeneration: input.generation }, input.now);
+  for (const c of wanted)
+    conditions = setCondition(conditions, { ...c, observedGeneration: input.generation }, input.now);
   const status: MachineModelStatus = {
     phase: phaseOf(input.verdict, input.readiness),
     replicas: input.readiness?.readyReplicas ?? 0,
@@ -152,7 +187,14 @@ export function statusDiffers(prev: MachineModelStatus | undefined, next: Machin
 function normalize(s: MachineModelStatus): MachineModelStatus {
   const conditions = [...(s.conditions ?? [])]
     .sort((a, b) => a.type.localeCompare(b.type))
-    .map((c) => ({ type: c.type, status: c.status, reason: c.reason, message: c.message, lastTransitionTime: c.lastTransitionTime, observedGeneration: c.observedGeneration }));
+    .map((c) => ({
+      type: c.type,
+      status: c.status,
+      reason: c.reason,
+      message: c.message,
+      lastTransitionTime: c.lastTransitionTime,
+      observedGeneration: c.observedGeneration,
+    }));
   return {
     phase: s.phase,
     inferenceURL: s.inferenceURL,

@@ -6,8 +6,22 @@ import type { MachineModelSpec } from './api.js';
 const quantityPattern = /^[+-]?(\d+(\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$/;
 
 const suffixFactor: Record<string, number> = {
-  '': 1, n: 1e-9, u: 1e-6, m: 1e-3, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18,
-  Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60,
+  '': 1,
+  n: 1e-9,
+  u: 1e-6,
+  m: 1e-3,
+  k: 1e3,
+  M: 1e6,
+  G: 1e9,
+  T: 1e12,
+  P: 1e15,
+  E: 1e18,
+  Ki: 2 ** 10,
+  Mi: 2 ** 20,
+  Gi: 2 ** 30,
+  Ti: 2 ** 40,
+  Pi: 2 ** 50,
+  Ei: 2 ** 60,
 };
 
 /** The value of a Kubernetes resource quantity, or undefined when it does not parse. */
@@ -35,9 +49,14 @@ export const maxNameLength = 63;
 
 export function validateName(name: string): string[] {
   const errors: string[] = [];
-  if (name.length > maxNameLength) errors.push(`metadata.name must be at most ${maxNameLength} characters (it names the model's Service), got ${name.length}`);
+  if (name.length > maxNameLength)
+    errors.push(
+      `metadata.name must be at most ${maxNameLength} characters (it names the model's Service), got ${name.length}`,
+    );
   if (!new RegExp(serviceNamePattern).test(name)) {
-    errors.push('metadata.name must start with a letter and contain only lowercase letters, digits and "-" (it names the model\'s Service)');
+    errors.push(
+      'metadata.name must start with a letter and contain only lowercase letters, digits and "-" (it names the model\'s Service)',
+    );
   }
   return errors;
 }
@@ -48,8 +67,13 @@ const hostnamePattern = /^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0
 function validateGateway(g: MachineModelSpec['gateway']): string[] {
   if (!g) return [];
   const errors: string[] = [];
-  if (g.pathPrefix !== undefined && (!new RegExp(pathPrefixPattern).test(g.pathPrefix) || g.pathPrefix.length > 256 || g.pathPrefix.includes('//'))) {
-    errors.push(`spec.gateway.pathPrefix must be an absolute URL path such as /models/team/classifier, got "${g.pathPrefix}"`);
+  if (
+    g.pathPrefix !== undefined &&
+    (!new RegExp(pathPrefixPattern).test(g.pathPrefix) || g.pathPrefix.length > 256 || g.pathPrefix.includes('//'))
+  ) {
+    errors.push(
+      `spec.gateway.pathPrefix must be an absolute URL path such as /models/team/classifier, got "${g.pathPrefix}"`,
+    );
   }
   for (const h of g.hostnames ?? []) {
     if (!hostnamePattern.test(h) || h.length > 253) errors.push(`spec.gateway.hostnames: "${h}" is not a DNS hostname`);
@@ -63,7 +87,8 @@ export function validateSpec(spec: Partial<MachineModelSpec> | undefined): strin
   if (!spec) return ['spec is required'];
   if (typeof spec.image !== 'string' || spec.image === '') errors.push('spec.image is required');
   else if (!imageReference.test(spec.image)) errors.push(`spec.image "${spec.image}" is not a valid image reference`);
-  if (typeof spec.modelPath !== 'string' || spec.modelPath.trim() === '') errors.push('spec.modelPath must not be empty');
+  if (typeof spec.modelPath !== 'string' || spec.modelPath.trim() === '')
+    errors.push('spec.modelPath must not be empty');
   const r = spec.resources;
   if (!r) {
     errors.push('spec.resources is required');
@@ -75,10 +100,14 @@ export function validateSpec(spec: Partial<MachineModelSpec> | undefined): strin
         continue;
       }
       const parsed = parseQuantity(value);
-      if (parsed === undefined) errors.push(`spec.resources.${key} "${value}" is not a resource quantity (e.g. ${key === 'cpu' ? '500m or 2' : '512Mi or 4Gi'})`);
+      if (parsed === undefined)
+        errors.push(
+          `spec.resources.${key} "${value}" is not a resource quantity (e.g. ${key === 'cpu' ? '500m or 2' : '512Mi or 4Gi'})`,
+        );
       else if (parsed <= 0) errors.push(`spec.resources.${key} must be greater than zero, got "${value}"`);
     }
-    if (r.gpu !== undefined && (!Number.isInteger(r.gpu) || r.gpu < 0)) errors.push(`spec.resources.gpu must be a whole number >= 0, got ${r.gpu}`);
+    if (r.gpu !== undefined && (!Number.isInteger(r.gpu) || r.gpu < 0))
+      errors.push(`spec.resources.gpu must be a whole number >= 0, got ${r.gpu}`);
   }
   const min = spec.minReplicas ?? 1;
   const max = spec.maxReplicas ?? 1;

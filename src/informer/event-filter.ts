@@ -66,11 +66,30 @@ export function fingerprint(kind: WatchedKind, obj: WatchedObject): string {
   const owners = (m.ownerReferences ?? []).map((o) => `${o.kind}/${o.name}/${o.uid}/${o.controller ?? false}`).sort();
   switch (kind) {
     case 'MachineModel':
-      return JSON.stringify([...common, m.generation, [...(m.finalizers ?? [])].sort(), m.annotations?.[resyncAnnotation]]);
+      return JSON.stringify([
+        ...common,
+        m.generation,
+        [...(m.finalizers ?? [])].sort(),
+        m.annotations?.[resyncAnnotation],
+      ]);
     case 'Deployment': {
       const s = obj.status ?? {};
-      const conditions = (s.conditions ?? []).filter((c) => c.type === 'Available' || c.type === 'Progressing').map((c) => `${c.type}=${c.status}`).sort();
-      return JSON.stringify([...common, m.generation, owners, m.labels, s.observedGeneration, s.replicas, s.readyReplicas, s.availableReplicas, s.updatedReplicas, conditions]);
+      const conditions = (s.conditions ?? [])
+        .filter((c) => c.type === 'Available' || c.type === 'Progressing')
+        .map((c) => `${c.type}=${c.status}`)
+        .sort();
+      return JSON.stringify([
+        ...common,
+        m.generation,
+        owners,
+        m.labels,
+        s.observedGeneration,
+        s.replicas,
+        s.readyReplicas,
+        s.availableReplicas,
+        s.updatedReplicas,
+        conditions,
+      ]);
     }
     case 'HorizontalPodAutoscaler': {
       // Whether it can scale, not its every 15 s status refresh.

@@ -30,7 +30,13 @@ interface SourceSpec {
 
 const sources: SourceSpec[] = [
   { kind: 'MachineModel', apiVersion: `${group}/${version}`, prefix: `/apis/${group}/${version}`, resource: plural },
-  { kind: 'Deployment', apiVersion: 'apps/v1', prefix: '/apis/apps/v1', resource: 'deployments', labelSelector: childSelector },
+  {
+    kind: 'Deployment',
+    apiVersion: 'apps/v1',
+    prefix: '/apis/apps/v1',
+    resource: 'deployments',
+    labelSelector: childSelector,
+  },
   { kind: 'Service', apiVersion: 'v1', prefix: '/api/v1', resource: 'services', labelSelector: childSelector },
   {
     kind: 'HorizontalPodAutoscaler',
@@ -95,9 +101,16 @@ class Source {
     const collection = `${spec.prefix}${namespace ? `/namespaces/${namespace}` : ''}/${spec.resource}`;
     const watchPath = `${collection}?timeoutSeconds=${opts.watchTimeoutSeconds}&allowWatchBookmarks=true`;
     const list = () =>
-      api.list(spec.apiVersion, spec.kind, namespace, undefined, undefined, undefined, undefined, spec.labelSelector) as ReturnType<
-        ConstructorParameters<typeof ListWatch<KubernetesObject>>[2]
-      >;
+      api.list(
+        spec.apiVersion,
+        spec.kind,
+        namespace,
+        undefined,
+        undefined,
+        undefined,
+        undefined,
+        spec.labelSelector,
+      ) as ReturnType<ConstructorParameters<typeof ListWatch<KubernetesObject>>[2]>;
     this.lw = new ListWatch(watchPath, new Watch(kc), list, false, spec.labelSelector);
     this.synced = new Promise((resolve) => (this.markSynced = resolve));
     const alive = () => (this.lastActivity = Date.now());
@@ -117,7 +130,11 @@ class Source {
     if (this.stopped || this.restartTimer || Date.now() - this.lastActivity < this.silenceLimitMs) return;
     const silentSeconds = Math.round((Date.now() - this.lastActivity) / 1000);
     void this.lw.stop();
-    this.failed(new Error(`no word from the watch for ${silentSeconds}s although the server ends each after ${this.opts.watchTimeoutSeconds}s: connection presumed dead`));
+    this.failed(
+      new Error(
+        `no word from the watch for ${silentSeconds}s although the server ends each after ${this.opts.watchTimeoutSeconds}s: connection presumed dead`,
+      ),
+    );
   }
 
   private get label(): string {
@@ -175,7 +192,18 @@ export class Informer {
     const o = { ...defaultInformerOptions, ...opts };
     const namespaces: (string | undefined)[] = o.namespaces.length ? o.namespaces : [undefined];
     this.sources = [...sources, ...(o.watchHttpRoutes ? [httpRoutes] : [])].flatMap((spec) =>
-      namespaces.map((ns) => new Source(spec, ns, kc, o, (k, t, obj) => this.handle(k, t, obj), (s) => this.relisted(s), log)),
+      namespaces.map(
+        (ns) =>
+          new Source(
+            spec,
+            ns,
+            kc,
+            o,
+            (k, t, obj) => this.handle(k, t, obj),
+            (s) => this.relisted(s),
+            log,
+          ),
+      ),
     );
   }
 

@@ -61,7 +61,8 @@ export class Signaler {
     this.stopped = true;
     this.abort.abort();
     await this.draining;
-    if (this.pending.size) this.log.warn({ pending: this.pending.size }, 'stopping with undelivered signals; the next start re-lists them');
+    if (this.pending.size)
+      this.log.warn({ pending: this.pending.size }, 'stopping with undelivered signals; the next start re-lists them');
   }
 
   /** Resolves once nothing is pending (or the signaler stopped). */
@@ -84,7 +85,11 @@ export class Signaler {
         failed++;
         // A newer request that arrived meanwhile supersedes the failed one.
         if (!this.pending.has(keyOf(r))) this.pending.set(keyOf(r), r);
-        if (failed === 1) this.log.warn({ err: String(res.reason), key: keyOf(r), retryInMs: this.backoff }, 'could not signal workflow; will retry');
+        if (failed === 1)
+          this.log.warn(
+            { err: String(res.reason), key: keyOf(r), retryInMs: this.backoff },
+            'could not signal workflow; will retry',
+          );
       });
       this.failures += failed;
       if (failed > 0) {

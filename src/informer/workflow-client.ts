@@ -37,7 +37,9 @@ export function workflowSender(client: Client, settings: StartSettings) {
   return async (request: SignalRequest): Promise<void> => {
     if (request.signal === 'deleted') {
       try {
-        await client.workflow.getHandle(workflowIdFor(request.namespace, request.name)).signal(deletedSignal, { uid: request.uid });
+        await client.workflow
+          .getHandle(workflowIdFor(request.namespace, request.name))
+          .signal(deletedSignal, { uid: request.uid });
       } catch (err) {
         if (!(err instanceof WorkflowNotFoundError)) throw err;
       }

@@ -49,13 +49,26 @@ interface GatewayFlags {
 export function gatewayConfigFrom(f: GatewayFlags): GatewayConfig {
   if (f.gateway === 'caddy') {
     const host = f.caddyListen.startsWith(':') ? `localhost${f.caddyListen}` : f.caddyListen;
-    return { kind: 'caddy', adminURL: f.caddyAdmin.replace(/\/+$/, ''), server: f.caddyServer, listen: f.caddyListen, publicURL: f.gatewayPublicUrl ?? `http://${host}` };
+    return {
+      kind: 'caddy',
+      adminURL: f.caddyAdmin.replace(/\/+$/, ''),
+      server: f.caddyServer,
+      listen: f.caddyListen,
+      publicURL: f.gatewayPublicUrl ?? `http://${host}`,
+    };
   }
   if (f.gateway === 'gateway-api') {
     const m = /^([a-z0-9-]+)\/([a-z0-9.-]+)(?:\/([a-z0-9-]+))?$/.exec(f.gatewayParent ?? '');
-    if (!m) throw new InvalidArgumentError(`--gateway gateway-api needs --gateway-parent <namespace>/<name>[/<listener>], got "${f.gatewayParent ?? ''}"`);
+    if (!m)
+      throw new InvalidArgumentError(
+        `--gateway gateway-api needs --gateway-parent <namespace>/<name>[/<listener>], got "${f.gatewayParent ?? ''}"`,
+      );
     const parent = { namespace: m[1]!, name: m[2]!, ...(m[3] ? { sectionName: m[3] } : {}) };
-    return { kind: 'gateway-api', parent, publicURL: f.gatewayPublicUrl ?? `http://${parent.name}.${parent.namespace}.svc` };
+    return {
+      kind: 'gateway-api',
+      parent,
+      publicURL: f.gatewayPublicUrl ?? `http://${parent.name}.${parent.namespace}.svc`,
+    };
   }
   return { kind: 'none' };
 }
@@ -63,7 +76,8 @@ export function gatewayConfigFrom(f: GatewayFlags): GatewayConfig {
 function port(name: string) {
   return (value: string): number => {
     const n = Number(value);
-    if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError(`${name} must be a port number (0-65535), got "${value}"`);
+    if (!Number.isInteger(n) || n < 0 || n > 65535)
+      throw new InvalidArgumentError(`${name} must be a port number (0-65535), got "${value}"`);
     return n;
   };
 }
@@ -71,20 +85,43 @@ function port(name: string) {
 function positiveInt(name: string) {
   return (value: string): number => {
     const n = Number(value);
-    if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`${name} must be a whole number >= 1, got "${value}"`);
+    if (!Number.isInteger(n) || n < 1)
+      throw new InvalidArgumentError(`${name} must be a whole number >= 1, got "${value}"`);
     return n;
   };
 }
 
 export function temporalOptions(cmd: Command): Command {
   return cmd
-    .addOption(new Option('--temporal-address <host:port>', 'Temporal frontend').env('TEMPORAL_ADDRESS').default('127.0.0.1:7233'))
-    .addOption(new Option('--temporal-namespace <ns>', 'Temporal namespace').env('TEMPORAL_NAMESPACE').default('default'))
-    .addOption(new Option('--task-queue <name>', 'task queue of the operator').env('MMO_TASK_QUEUE').default('machinemodel-operator'))
-    .addOption(new Option('--temporal-tls', 'connect to Temporal with TLS (implied by a client cert or API key)').env('TEMPORAL_TLS'))
-    .addOption(new Option('--temporal-tls-server-name <name>', 'TLS server name override').env('TEMPORAL_TLS_SERVER_NAME'))
-    .addOption(new Option('--temporal-tls-ca <file>', 'CA certificate for the Temporal server').env('TEMPORAL_TLS_SERVER_CA_CERT_PATH'))
-    .addOption(new Option('--temporal-tls-cert <file>', 'client certificate (mTLS)').env('TEMPORAL_TLS_CLIENT_CERT_PATH'))
+    .addOption(
+      new Option('--temporal-address <host:port>', 'Temporal frontend')
+        .env('TEMPORAL_ADDRESS')
+        .default('127.0.0.1:7233'),
+    )
+    .addOption(
+      new Option('--temporal-namespace <ns>', 'Temporal namespace').env('TEMPORAL_NAMESPACE').default('default'),
+    )
+    .addOption(
+      new Option('--task-queue <name>', 'task queue of the operator')
+        .env('MMO_TASK_QUEUE')
+        .default('machinemodel-operator'),
+    )
+    .addOption(
+      new Option('--temporal-tls', 'connect to Temporal with TLS (implied by a client cert or API key)').env(
+        'TEMPORAL_TLS',
+      ),
+    )
+    .addOption(
+      new Option('--temporal-tls-server-name <name>', 'TLS server name override').env('TEMPORAL_TLS_SERVER_NAME'),
+    )
+    .addOption(
+      new Option('--temporal-tls-ca <file>', 'CA certificate for the Temporal server').env(
+        'TEMPORAL_TLS_SERVER_CA_CERT_PATH',
+      ),
+    )
+    .addOption(
+      new Option('--temporal-tls-cert <file>', 'client certificate (mTLS)').env('TEMPORAL_TLS_CLIENT_CERT_PATH'),
+    )
     .addOption(new Option('--temporal-tls-key <file>', 'client key (mTLS)').env('TEMPORAL_TLS_CLIENT_KEY_PATH'));
 }
 
@@ -111,34 +148,133 @@ export function temporalConfigFrom(flags: TemporalFlags, env: NodeJS.ProcessEnv 
     taskQueue: flags.taskQueue,
     apiKey,
     tls: wantsTls
-      ? { serverName: flags.temporalTlsServerName, caFile: flags.temporalTlsCa, certFile: flags.temporalTlsCert, keyFile: flags.temporalTlsKey }
+      ? {
+          serverName: flags.temporalTlsServerName,
+          caFile: flags.temporalTlsCa,
+          certFile: flags.temporalTlsCert,
+          keyFile: flags.temporalTlsKey,
+        }
       : undefined,
   };
 }
 
 function operatorCommand(): Command {
   return temporalOptions(new Command('machinemodel-operator'))
-    .description('Kubernetes operator for MachineModel resources; each resource is reconciled by a durable Temporal workflow')
-    .addOption(new Option('--kubeconfig <file>', 'kubeconfig (default: in-cluster, then ~/.kube/config)').env('KUBECONFIG'))
-    .addOption(new Option('--namespaces <list>', 'comma-separated namespaces to watch (default: all)').env('MMO_NAMESPACES').default(''))
-    .addOption(new Option('--role <role>', 'run the informer, the worker, or both').choices(['all', 'worker', 'informer']).env('MMO_ROLE').default('all'))
-    .addOption(new Option('--max-concurrent-activities <n>', 'activity slots').env('MMO_MAX_CONCURRENT_ACTIVITIES').argParser(positiveInt('--max-concurrent-activities')).default(32))
-    .addOption(new Option('--max-concurrent-workflow-tasks <n>', 'workflow task slots').env('MMO_MAX_CONCURRENT_WORKFLOW_TASKS').argParser(positiveInt('--max-concurrent-workflow-tasks')).default(32))
-    .addOption(new Option('--gpu-resource-name <name>', 'extended resource requested for GPUs').env('MMO_GPU_RESOURCE_NAME').default(defaultBuildOptions.gpuResourceName))
-    .addOption(new Option('--cluster-domain <domain>', 'cluster DNS domain used in inference URLs').env('MMO_CLUSTER_DOMAIN').default(defaultBuildOptions.clusterDomain))
-    .addOption(new Option('--progress-deadline <seconds>', 'not Ready this long -> Failed (ProgressDeadlineExceeded)').env('MMO_PROGRESS_DEADLINE_SECONDS').argParser(positiveInt('--progress-deadline')).default(defaultWorkflowConfig.progressDeadlineSeconds))
-    .addOption(new Option('--drift-check <seconds>', 'how often an idle model is checked without any event').env('MMO_DRIFT_CHECK_SECONDS').argParser(positiveInt('--drift-check')).default(defaultWorkflowConfig.driftCheckSeconds))
-    .addOption(new Option('--gateway <kind>', 'API gateway models are published on').choices(['none', 'caddy', 'gateway-api']).env('MMO_GATEWAY').default('none'))
-    .addOption(new Option('--caddy-admin <url>', 'Caddy admin API').env('MMO_CADDY_ADMIN').default('http://127.0.0.1:2019'))
-    .addOption(new Option('--caddy-server <name>', 'Caddy HTTP server that carries model routes').env('MMO_CADDY_SERVER').default('machinemodels'))
-    .addOption(new Option('--caddy-listen <address>', 'listen address of that server, if the operator creates it').env('MMO_CADDY_LISTEN').default(':8080'))
-    .addOption(new Option('--gateway-parent <ns/name>', 'parent Gateway of the HTTPRoutes (gateway-api)').env('MMO_GATEWAY_PARENT'))
-    .addOption(new Option('--gateway-public-url <url>', 'base URL clients use to reach the gateway').env('MMO_GATEWAY_PUBLIC_URL'))
-    .addOption(new Option('--gateway-sweep <seconds>', 'how often routes without a model are removed and missing routes republished').env('MMO_GATEWAY_SWEEP_SECONDS').argParser(positiveInt('--gateway-sweep')).default(60))
-    .addOption(new Option('--watch-timeout <seconds>', 'the apiserver ends each watch after this; silence well past it restarts the watch').env('MMO_WATCH_TIMEOUT_SECONDS').argParser(positiveInt('--watch-timeout')).default(300))
-    .addOption(new Option('--metrics-port <port>', 'port for /metrics and /healthz (0: off)').env('MMO_METRICS_PORT').argParser(port('--metrics-port')).default(0))
-    .addOption(new Option('--metrics-host <address>', 'address /metrics listens on').env('MMO_METRICS_HOST').default('127.0.0.1'))
-    .addOption(new Option('--log-level <level>', 'log level').choices(['trace', 'debug', 'info', 'warn', 'error']).env('LOG_LEVEL').default('info'))
+    .description(
+      'Kubernetes operator for MachineModel resources; each resource is reconciled by a durable Temporal workflow',
+    )
+    .addOption(
+      new Option('--kubeconfig <file>', 'kubeconfig (default: in-cluster, then ~/.kube/config)').env('KUBECONFIG'),
+    )
+    .addOption(
+      new Option('--namespaces <list>', 'comma-separated namespaces to watch (default: all)')
+        .env('MMO_NAMESPACES')
+        .default(''),
+    )
+    .addOption(
+      new Option('--role <role>', 'run the informer, the worker, or both')
+        .choices(['all', 'worker', 'informer'])
+        .env('MMO_ROLE')
+        .default('all'),
+    )
+    .addOption(
+      new Option('--max-concurrent-activities <n>', 'activity slots')
+        .env('MMO_MAX_CONCURRENT_ACTIVITIES')
+        .argParser(positiveInt('--max-concurrent-activities'))
+        .default(32),
+    )
+    .addOption(
+      new Option('--max-concurrent-workflow-tasks <n>', 'workflow task slots')
+        .env('MMO_MAX_CONCURRENT_WORKFLOW_TASKS')
+        .argParser(positiveInt('--max-concurrent-workflow-tasks'))
+        .default(32),
+    )
+    .addOption(
+      new Option('--gpu-resource-name <name>', 'extended resource requested for GPUs')
+        .env('MMO_GPU_RESOURCE_NAME')
+        .default(defaultBuildOptions.gpuResourceName),
+    )
+    .addOption(
+      new Option('--cluster-domain <domain>', 'cluster DNS domain used in inference URLs')
+        .env('MMO_CLUSTER_DOMAIN')
+        .default(defaultBuildOptions.clusterDomain),
+    )
+    .addOption(
+      new Option('--progress-deadline <seconds>', 'not Ready this long -> Failed (ProgressDeadlineExceeded)')
+        .env('MMO_PROGRESS_DEADLINE_SECONDS')
+        .argParser(positiveInt('--progress-deadline'))
+        .default(defaultWorkflowConfig.progressDeadlineSeconds),
+    )
+    .addOption(
+      new Option('--drift-check <seconds>', 'how often an idle model is checked without any event')
+        .env('MMO_DRIFT_CHECK_SECONDS')
+        .argParser(positiveInt('--drift-check'))
+        .default(defaultWorkflowConfig.driftCheckSeconds),
+    )
+    .addOption(
+      new Option('--gateway <kind>', 'API gateway models are published on')
+        .choices(['none', 'caddy', 'gateway-api'])
+        .env('MMO_GATEWAY')
+        .default('none'),
+    )
+    .addOption(
+      new Option('--caddy-admin <url>', 'Caddy admin API').env('MMO_CADDY_ADMIN').default('http://127.0.0.1:2019'),
+    )
+    .addOption(
+      new Option('--caddy-server <name>', 'Caddy HTTP server that carries model routes')
+        .env('MMO_CADDY_SERVER')
+        .default('machinemodels'),
+    )
+    .addOption(
+      new Option('--caddy-listen <address>', 'listen address of that server, if the operator creates it')
+        .env('MMO_CADDY_LISTEN')
+        .default(':8080'),
+    )
+    .addOption(
+      new Option('--gateway-parent <ns/name>', 'parent Gateway of the HTTPRoutes (gateway-api)').env(
+        'MMO_GATEWAY_PARENT',
+      ),
+    )
+    .addOption(
+      new Option('--gateway-public-url <url>', 'base URL clients use to reach the gateway').env(
+        'MMO_GATEWAY_PUBLIC_URL',
+      ),
+    )
+    .addOption(
+      new Option(
+        '--gateway-sweep <seconds>',
+        'how often routes without a model are removed and missing routes republished',
+      )
+        .env('MMO_GATEWAY_SWEEP_SECONDS')
+        .argParser(positiveInt('--gateway-sweep'))
+        .default(60),
+    )
+    .addOption(
+      new Option(
+        '--watch-timeout <seconds>',
+        'the apiserver ends each watch after this; silence well past it restarts the watch',
+      )
+        .env('MMO_WATCH_TIMEOUT_SECONDS')
+        .argParser(positiveInt('--watch-timeout'))
+        .default(300),
+    )
+    .addOption(
+      new Option('--metrics-port <port>', 'port for /metrics and /healthz (0: off)')
+        .env('MMO_METRICS_PORT')
+        .argParser(port('--metrics-port'))
+        .default(0),
+    )
+    .addOption(
+      new Option('--metrics-host <address>', 'address /metrics listens on')
+        .env('MMO_METRICS_HOST')
+        .default('127.0.0.1'),
+    )
+    .addOption(
+      new Option('--log-level <level>', 'log level')
+        .choices(['trace', 'debug', 'info', 'warn', 'error'])
+        .env('LOG_LEVEL')
+        .default('info'),
+    )
     .exitOverride()
     .configureOutput({ writeErr: (s) => process.stderr.write(s) });
 }
@@ -152,23 +288,29 @@ export function operatorEnvironment(): string[] {
 export function parseOperatorConfig(argv: string[]): OperatorConfig {
   const cmd = operatorCommand();
   cmd.parse(argv, { from: 'user' });
-  const o = cmd.opts<TemporalFlags & GatewayFlags & {
-    kubeconfig?: string;
-    namespaces: string;
-    role: OperatorConfig['role'];
-    maxConcurrentActivities: number;
-    maxConcurrentWorkflowTasks: number;
-    gpuResourceName: string;
-    clusterDomain: string;
-    progressDeadline: number;
-    driftCheck: number;
-    gatewaySweep: number;
-    watchTimeout: number;
-    metricsPort: number;
-    metricsHost: string;
-    logLevel: string;
-  }>();
-  const namespaces = o.namespaces.split(',').map((s) => s.trim()).filter(Boolean);
+  const o = cmd.opts<
+    TemporalFlags &
+      GatewayFlags & {
+        kubeconfig?: string;
+        namespaces: string;
+        role: OperatorConfig['role'];
+        maxConcurrentActivities: number;
+        maxConcurrentWorkflowTasks: number;
+        gpuResourceName: string;
+        clusterDomain: string;
+        progressDeadline: number;
+        driftCheck: number;
+        gatewaySweep: number;
+        watchTimeout: number;
+        metricsPort: number;
+        metricsHost: string;
+        logLevel: string;
+      }
+  >();
+  const namespaces = o.namespaces
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   return {
     kubeconfig: o.kubeconfig,
     temporal: temporalConfigFrom(o),

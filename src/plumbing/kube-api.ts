@@ -24,6 +24,10 @@ export function apiClient<T>(kc: KubeConfig, type: new (config: Configuration) =
     post: async (res: ResponseContext) => res,
   };
   return new type(
-    createConfiguration({ baseServer: new ServerConfiguration(cluster.server, {}), authMethods: { default: kc }, promiseMiddleware: [deadline] }),
+    createConfiguration({
+      baseServer: new ServerConfiguration(cluster.server, {}),
+      authMethods: { default: kc },
+      promiseMiddleware: [deadline],
+    }),
   );
 }

@@ -6,7 +6,10 @@ export function createLogger(level = 'info'): Logger {
     {
       name: 'machinemodel-operator',
       level,
-      redact: { paths: ['apiKey', '*.apiKey', 'token', '*.token', 'headers.authorization', '*.headers.authorization'], censor: '[redacted]' },
+      redact: {
+        paths: ['apiKey', '*.apiKey', 'token', '*.token', 'headers.authorization', '*.headers.authorization'],
+        censor: '[redacted]',
+      },
     },
     pino.destination(2),
   );

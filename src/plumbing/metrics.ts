@@ -23,10 +23,26 @@ export function createMetrics(sources: MetricSources): Registry {
         this.inc(read());
       },
     });
-  counter('machinemodel_operator_watch_events_total', 'Watch events received for MachineModels and their children', () => informer?.events ?? 0);
-  counter('machinemodel_operator_watch_restarts_total', 'List/watch restarts after an error or a watch presumed dead', () => informer?.restarts ?? 0);
-  counter('machinemodel_operator_signals_sent_total', 'Signals delivered to MachineModel workflows', () => signaler?.sent ?? 0);
-  counter('machinemodel_operator_signal_failures_total', 'Failed attempts to deliver a signal (retried)', () => signaler?.failures ?? 0);
+  counter(
+    'machinemodel_operator_watch_events_total',
+    'Watch events received for MachineModels and their children',
+    () => informer?.events ?? 0,
+  );
+  counter(
+    'machinemodel_operator_watch_restarts_total',
+    'List/watch restarts after an error or a watch presumed dead',
+    () => informer?.restarts ?? 0,
+  );
+  counter(
+    'machinemodel_operator_signals_sent_total',
+    'Signals delivered to MachineModel workflows',
+    () => signaler?.sent ?? 0,
+  );
+  counter(
+    'machinemodel_operator_signal_failures_total',
+    'Failed attempts to deliver a signal (retried)',
+    () => signaler?.failures ?? 0,
+  );
   new Gauge({
     name: 'machinemodel_operator_signals_pending',
     help: 'Models with a signal waiting for delivery',

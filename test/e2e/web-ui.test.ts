@@ -7,7 +7,12 @@ import { eventually, kubectlFor } from '../support/cluster.js';
 import { machineModel } from '../support/models.js';
 import type { Client } from '@temporalio/client';
 import { stateQuery } from '../../workflows/definitions.js';
-import { installCrds, startOperatorProcess, temporalClient, type OperatorProcess } from '../support/operator-process.js';
+import {
+  installCrds,
+  startOperatorProcess,
+  temporalClient,
+  type OperatorProcess,
+} from '../support/operator-process.js';
 
 const stack = inject('stack');
 const k = kubectlFor(stack);
@@ -23,7 +28,11 @@ beforeAll(async () => {
   ns = k.createNamespace('webui');
   operator = startOperatorProcess(stack, { MMO_NAMESPACES: ns, MMO_TASK_QUEUE: `mmo-${randomUUID()}` }, 'webui');
   k.apply(machineModel(ns, 'visible'));
-  await eventually('Ready', () => (k.get('machinemodel', ns, 'visible')?.status?.phase === 'Ready' ? true : undefined), 60_000);
+  await eventually(
+    'Ready',
+    () => (k.get('machinemodel', ns, 'visible')?.status?.phase === 'Ready' ? true : undefined),
+    60_000,
+  );
 });
 
 afterAll(async () => {
@@ -33,18 +42,27 @@ afterAll(async () => {
 });
 
 describe('the Temporal Web UI, in a real browser', () => {
-  it('finds the model\'s workflow by its search attributes', async () => {
+  it("finds the model's workflow by its search attributes", async () => {
     const page = await browser.newPage();
     const query = `MachineModelNamespace="${ns}" AND MachineModelPhase="Ready"`;
-    await page.goto(`${stack.temporalUiUrl}/namespaces/${stack.temporalNamespace}/workflows?query=${encodeURIComponent(query)}`);
+    await page.goto(
+      `${stack.temporalUiUrl}/namespaces/${stack.temporalNamespace}/workflows?query=${encodeURIComponent(query)}`,
+    );
     await page.getByText(workflowIdFor(ns, 'visible')).first().waitFor({ timeout: 30_000 });
     await page.close();
   });
 
   it('shows each reconcile step by its summary', async () => {
     const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
-    await page.goto(`${stack.temporalUiUrl}/namespaces/${stack.temporalNamespace}/workflows/${encodeURIComponent(workflowIdFor(ns, 'visible'))}`);
-    for (const step of [`read MachineModel ${ns}/visible`, 'apply Deployment, Service, HPA', 'observe readiness', 'status: ready']) {
+    await page.goto(
+      `${stack.temporalUiUrl}/namespaces/${stack.temporalNamespace}/workflows/${encodeURIComponent(workflowIdFor(ns, 'visible'))}`,
+    );
+    for (const step of [
+      `read MachineModel ${ns}/visible`,
+      'apply Deployment, Service, HPA',
+      'observe readiness',
+      'status: ready',
+    ]) {
       await page.getByText(step).first().waitFor({ timeout: 30_000 });
     }
     expect(await page.getByText('machineModelWorkflow').count()).toBeGreaterThan(0);
@@ -55,7 +73,9 @@ describe('the Temporal Web UI, in a real browser', () => {
     const handle = client.workflow.getHandle(workflowIdFor(ns, 'visible'));
     const before = (await handle.query(stateQuery)).rounds;
     const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
-    await page.goto(`${stack.temporalUiUrl}/namespaces/${stack.temporalNamespace}/workflows/${encodeURIComponent(workflowIdFor(ns, 'visible'))}`);
+    await page.goto(
+      `${stack.temporalUiUrl}/namespaces/${stack.temporalNamespace}/workflows/${encodeURIComponent(workflowIdFor(ns, 'visible'))}`,
+    );
     await page.getByText('observe readiness').first().waitFor({ timeout: 30_000 });
     await page.getByRole('button', { name: 'More Actions' }).first().click();
     await page.getByRole('menuitem', { name: 'Send a Signal' }).click();
@@ -66,8 +86,12 @@ describe('the Temporal Web UI, in a real browser', () => {
     await dialog.locator('[contenteditable=true]').first().click();
     await page.keyboard.type('{"requestedBy":"web ui"}');
     await dialog.getByRole('button', { name: 'Submit' }).click();
-    await eventually('a round for the resync', async () => ((await handle.query(stateQuery)).rounds > before ? true : undefined));
-    const signals = (await handle.fetchHistory()).events?.flatMap((e) => e.workflowExecutionSignaledEventAttributes?.signalName ?? []);
+    await eventually('a round for the resync', async () =>
+      (await handle.query(stateQuery)).rounds > before ? true : undefined,
+    );
+    const signals = (await handle.fetchHistory()).events?.flatMap(
+      (e) => e.workflowExecutionSignaledEventAttributes?.signalName ?? [],
+    );
     expect(signals).toContain('resync');
     await page.close();
   });

@@ -11,7 +11,12 @@ describe('admission of MachineModels by the CRD', () => {
   const ns = k.createNamespace('admission');
 
   it.each(badInputs)('rejects $title with a message that names the field', ({ name, spec, expect: words }) => {
-    const obj = { apiVersion: 'stable.example.com/v1', kind: 'MachineModel', metadata: { name: name ?? 'bad', namespace: ns }, spec };
+    const obj = {
+      apiVersion: 'stable.example.com/v1',
+      kind: 'MachineModel',
+      metadata: { name: name ?? 'bad', namespace: ns },
+      spec,
+    };
     let message = '';
     try {
       k.apply(obj);

@@ -11,7 +11,12 @@ import { freePort } from '../../deploy/local/processes.js';
 import { eventually, kubectlFor } from '../support/cluster.js';
 import { FaultyProxy } from '../support/faulty-proxy.js';
 import { machineModel } from '../support/models.js';
-import { installCrds, operatorMetric, startOperatorProcess, type OperatorProcess } from '../support/operator-process.js';
+import {
+  installCrds,
+  operatorMetric,
+  startOperatorProcess,
+  type OperatorProcess,
+} from '../support/operator-process.js';
 
 const stack = inject('stack');
 const k = kubectlFor(stack);
@@ -32,7 +37,8 @@ function kubeconfigThrough(port: number): string {
 }
 
 const phaseOf = (name: string) => k.get('machinemodel', ns, name)?.status?.phase as string | undefined;
-const ready = (name: string, timeoutMs = 60_000) => eventually(`${name} Ready`, () => (phaseOf(name) === 'Ready' ? true : undefined), timeoutMs);
+const ready = (name: string, timeoutMs = 60_000) =>
+  eventually(`${name} Ready`, () => (phaseOf(name) === 'Ready' ? true : undefined), timeoutMs);
 
 const watchRestarts = () => operatorMetric(metricsPort, 'machinemodel_operator_watch_restarts_total');
 
@@ -66,12 +72,23 @@ describe('the operator and a network fault between it and the apiserver', () => 
 
     proxy.reset();
     k.apply(machineModel(ns, 'during-reset'));
-    k.kubectl('-n', ns, 'patch', 'mm', 'before-reset', '--type=merge', '-p', '{"spec":{"minReplicas":2,"maxReplicas":2}}');
+    k.kubectl(
+      '-n',
+      ns,
+      'patch',
+      'mm',
+      'before-reset',
+      '--type=merge',
+      '-p',
+      '{"spec":{"minReplicas":2,"maxReplicas":2}}',
+    );
     await sleep(5_000);
     proxy.heal();
 
     await ready('during-reset');
-    await eventually('before-reset scaled to 2', () => (k.get('deployment', ns, 'before-reset')?.spec.replicas === 2 ? true : undefined));
+    await eventually('before-reset scaled to 2', () =>
+      k.get('deployment', ns, 'before-reset')?.spec.replicas === 2 ? true : undefined,
+    );
     expect(await watchRestarts()).toBeGreaterThan(restartsBefore);
   }, 120_000);
 

@@ -20,15 +20,32 @@ const render = () => YAML.parseAllDocuments(kubectlRun(stack, ['kustomize', dir]
 
 describe('deploy/operator (kubectl apply -k)', () => {
   it('renders the CRD, namespace, ServiceAccount, RBAC and Deployment', () => {
-    expect(render().map((o) => o.kind).sort()).toEqual(
-      ['ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition', 'Deployment', 'Namespace', 'ServiceAccount'],
-    );
+    expect(
+      render()
+        .map((o) => o.kind)
+        .sort(),
+    ).toEqual([
+      'ClusterRole',
+      'ClusterRoleBinding',
+      'CustomResourceDefinition',
+      'Deployment',
+      'Namespace',
+      'ServiceAccount',
+    ]);
   });
 
   it('is accepted by the apiserver with strict field validation', () => {
     // Namespaced objects need their namespace to exist, even in a dry run.
     kubectlRun(stack, ['apply', '-f', path.join(dir, 'namespace.yaml')]);
-    const out = kubectlRun(stack, ['apply', '-k', dir, '--server-side', '--force-conflicts', '--dry-run=server', '--validate=strict']);
+    const out = kubectlRun(stack, [
+      'apply',
+      '-k',
+      dir,
+      '--server-side',
+      '--force-conflicts',
+      '--dry-run=server',
+      '--validate=strict',
+    ]);
     expect(out).toContain('deployment.apps/machinemodel-operator serverside-applied (server dry run)');
   });
 
@@ -37,7 +54,11 @@ describe('deploy/operator (kubectl apply -k)', () => {
     const deployment = objects.find((o) => o.kind === 'Deployment')!;
     const binding = objects.find((o) => o.kind === 'ClusterRoleBinding')!;
     const pod = deployment.spec.template.spec;
-    expect(binding.subjects).toContainEqual({ kind: 'ServiceAccount', name: pod.serviceAccountName, namespace: deployment.metadata.namespace });
+    expect(binding.subjects).toContainEqual({
+      kind: 'ServiceAccount',
+      name: pod.serviceAccountName,
+      namespace: deployment.metadata.namespace,
+    });
 
     const container = pod.containers[0];
     const env = Object.fromEntries((container.env as { name: string; value: string }[]).map((e) => [e.name, e.value]));
@@ -47,7 +68,9 @@ describe('deploy/operator (kubectl apply -k)', () => {
     try {
       Object.assign(process.env, env);
       const config = parseOperatorConfig([]);
-      const probePort = container.ports.find((p: { name: string }) => p.name === container.livenessProbe.httpGet.port).containerPort;
+      const probePort = container.ports.find(
+        (p: { name: string }) => p.name === container.livenessProbe.httpGet.port,
+      ).containerPort;
       expect(config.metrics).toEqual({ port: probePort, host: '0.0.0.0' });
       expect(container.livenessProbe.httpGet.path).toBe('/healthz');
     } finally {

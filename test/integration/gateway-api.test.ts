@@ -14,22 +14,35 @@ let gwNs: string;
 beforeAll(() => {
   installCrds(stack);
   for (const file of gatewayApiCrdFiles()) k.kubectl('apply', '--server-side', '-f', file);
-  k.kubectl('wait', '--for=condition=Established', 'crd/httproutes.gateway.networking.k8s.io', 'crd/gateways.gateway.networking.k8s.io', '--timeout=30s');
+  k.kubectl(
+    'wait',
+    '--for=condition=Established',
+    'crd/httproutes.gateway.networking.k8s.io',
+    'crd/gateways.gateway.networking.k8s.io',
+    '--timeout=30s',
+  );
   gwNs = k.createNamespace('gateways');
   k.apply({
     apiVersion: 'gateway.networking.k8s.io/v1',
     kind: 'Gateway',
     metadata: { name: 'public', namespace: gwNs },
-    spec: { gatewayClassName: 'example', listeners: [{ name: 'http', protocol: 'HTTP', port: 80, allowedRoutes: { namespaces: { from: 'All' } } }] },
+    spec: {
+      gatewayClassName: 'example',
+      listeners: [{ name: 'http', protocol: 'HTTP', port: 80, allowedRoutes: { namespaces: { from: 'All' } } }],
+    },
   });
   ns = k.createNamespace('httproute');
-  operator = startOperatorProcess(stack, {
-    MMO_NAMESPACES: ns,
-    MMO_TASK_QUEUE: `mmo-${randomUUID()}`,
-    MMO_GATEWAY: 'gateway-api',
-    MMO_GATEWAY_PARENT: `${gwNs}/public`,
-    MMO_GATEWAY_PUBLIC_URL: 'https://api.example.com',
-  }, 'gateway-api');
+  operator = startOperatorProcess(
+    stack,
+    {
+      MMO_NAMESPACES: ns,
+      MMO_TASK_QUEUE: `mmo-${randomUUID()}`,
+      MMO_GATEWAY: 'gateway-api',
+      MMO_GATEWAY_PARENT: `${gwNs}/public`,
+      MMO_GATEWAY_PUBLIC_URL: 'https://api.example.com',
+    },
+    'gateway-api',
+  );
 });
 
 afterAll(async () => {
@@ -39,17 +52,27 @@ afterAll(async () => {
 describe('publication as a Gateway API HTTPRoute', () => {
   it('creates the HTTPRoute with parentRef, path and backend, and deletes it with the model', async () => {
     k.apply(machineModel(ns, 'routed', { endpointType: 'REST' }));
-    const mm = await eventually<any>('registered', () => {
-      const m = k.get('machinemodel', ns, 'routed');
-      const c = conditionOf(m, 'GatewayRegistered');
-      return c?.status === 'True' ? m : undefined;
-    }, 60_000);
+    const mm = await eventually<any>(
+      'registered',
+      () => {
+        const m = k.get('machinemodel', ns, 'routed');
+        const c = conditionOf(m, 'GatewayRegistered');
+        return c?.status === 'True' ? m : undefined;
+      },
+      60_000,
+    );
     expect(mm.status.gatewayURL).toBe(`https://api.example.com/models/${ns}/routed`);
     const route = k.get('httproute', ns, 'routed');
-    expect(route.spec.parentRefs).toEqual([expect.objectContaining({ kind: 'Gateway', name: 'public', namespace: gwNs })]);
+    expect(route.spec.parentRefs).toEqual([
+      expect.objectContaining({ kind: 'Gateway', name: 'public', namespace: gwNs }),
+    ]);
     expect(route.spec.rules[0].matches[0].path).toEqual({ type: 'PathPrefix', value: `/models/${ns}/routed` });
     expect(route.spec.rules[0].backendRefs[0]).toMatchObject({ name: 'routed', port: 80 });
-    expect(route.metadata.ownerReferences[0]).toMatchObject({ kind: 'MachineModel', uid: mm.metadata.uid, controller: true });
+    expect(route.metadata.ownerReferences[0]).toMatchObject({
+      kind: 'MachineModel',
+      uid: mm.metadata.uid,
+      controller: true,
+    });
 
     k.kubectl('-n', ns, 'delete', 'mm', 'routed', '--wait=true', '--timeout=60s');
     expect(k.get('httproute', ns, 'routed')).toBeUndefined();
@@ -59,21 +82,38 @@ describe('publication as a Gateway API HTTPRoute', () => {
     k.apply(machineModel(ns, 'repaired'));
     const first = await eventually<any>('route', () => k.get('httproute', ns, 'repaired'), 60_000);
     k.kubectl('-n', ns, 'delete', 'httproute', 'repaired', '--wait=true');
-    const again = await eventually<any>('route recreated', () => {
-      const r = k.get('httproute', ns, 'repaired');
-      return r && r.metadata.uid !== first.metadata.uid ? r : undefined;
-    }, 30_000);
+    const again = await eventually<any>(
+      'route recreated',
+      () => {
+        const r = k.get('httproute', ns, 'repaired');
+        return r && r.metadata.uid !== first.metadata.uid ? r : undefined;
+      },
+      30_000,
+    );
     expect(again.spec.rules[0].matches[0].path.value).toBe(`/models/${ns}/repaired`);
   });
 
   it('follows a changed path prefix and hostnames', async () => {
     k.apply(machineModel(ns, 'moving'));
     await eventually('first route', () => k.get('httproute', ns, 'moving'), 60_000);
-    k.kubectl('-n', ns, 'patch', 'mm', 'moving', '--type=merge', '-p', '{"spec":{"gateway":{"pathPrefix":"/v2/moving","hostnames":["models.example.com"]}}}');
-    const route = await eventually<any>('route updated', () => {
-      const r = k.get('httproute', ns, 'moving');
-      return r?.spec.rules[0].matches[0].path.value === '/v2/moving' ? r : undefined;
-    }, 60_000);
+    k.kubectl(
+      '-n',
+      ns,
+      'patch',
+      'mm',
+      'moving',
+      '--type=merge',
+      '-p',
+      '{"spec":{"gateway":{"pathPrefix":"/v2/moving","hostnames":["models.example.com"]}}}',
+    );
+    const route = await eventually<any>(
+      'route updated',
+      () => {
+        const r = k.get('httproute', ns, 'moving');
+        return r?.spec.rules[0].matches[0].path.value === '/v2/moving' ? r : undefined;
+      },
+      60_000,
+    );
     expect(route.spec.hostnames).toEqual(['models.example.com']);
   });
 });
@@ -83,10 +123,14 @@ describe('path prefix collisions between HTTPRoutes', () => {
     k.apply(machineModel(ns, 'first', { gateway: { pathPrefix: '/api/shared' } }));
     await eventually('first route', () => k.get('httproute', ns, 'first'), 60_000);
     k.apply(machineModel(ns, 'second', { gateway: { pathPrefix: '/api/shared' } }));
-    const c = await eventually<any>('PathConflict', () => {
-      const cond = conditionOf(k.get('machinemodel', ns, 'second'), 'GatewayRegistered');
-      return cond?.reason === 'PathConflict' ? cond : undefined;
-    }, 60_000);
+    const c = await eventually<any>(
+      'PathConflict',
+      () => {
+        const cond = conditionOf(k.get('machinemodel', ns, 'second'), 'GatewayRegistered');
+        return cond?.reason === 'PathConflict' ? cond : undefined;
+      },
+      60_000,
+    );
     expect(c.message).toContain(`MachineModel ${ns}/first`);
     expect(k.get('httproute', ns, 'second')).toBeUndefined();
   });
@@ -95,19 +139,27 @@ describe('path prefix collisions between HTTPRoutes', () => {
 describe('bad Gateway API configuration', () => {
   it('reports a parent Gateway that does not exist, and creates no route', async () => {
     const ns2 = k.createNamespace('no-parent');
-    const op = startOperatorProcess(stack, {
-      MMO_NAMESPACES: ns2,
-      MMO_TASK_QUEUE: `mmo-${randomUUID()}`,
-      MMO_GATEWAY: 'gateway-api',
-      MMO_GATEWAY_PARENT: `${gwNs}/missing`,
-    }, 'gateway-api-missing');
+    const op = startOperatorProcess(
+      stack,
+      {
+        MMO_NAMESPACES: ns2,
+        MMO_TASK_QUEUE: `mmo-${randomUUID()}`,
+        MMO_GATEWAY: 'gateway-api',
+        MMO_GATEWAY_PARENT: `${gwNs}/missing`,
+      },
+      'gateway-api-missing',
+    );
     try {
       k.apply(machineModel(ns2, 'orphaned'));
-      const c = await eventually<any>('GatewayMisconfigured', () => {
-        const m = k.get('machinemodel', ns2, 'orphaned');
-        const cond = conditionOf(m, 'GatewayRegistered');
-        return cond?.reason === 'GatewayMisconfigured' ? cond : undefined;
-      }, 60_000);
+      const c = await eventually<any>(
+        'GatewayMisconfigured',
+        () => {
+          const m = k.get('machinemodel', ns2, 'orphaned');
+          const cond = conditionOf(m, 'GatewayRegistered');
+          return cond?.reason === 'GatewayMisconfigured' ? cond : undefined;
+        },
+        60_000,
+      );
       expect(c.message).toContain(`parent Gateway ${gwNs}/missing does not exist`);
       expect(k.get('httproute', ns2, 'orphaned')).toBeUndefined();
       expect(k.get('machinemodel', ns2, 'orphaned').status.phase).toBe('Ready');

@@ -24,16 +24,20 @@ beforeAll(async () => {
   installCrds(stack);
   caddy = await CaddyProcess.create(stack);
   ns = k.createNamespace('caddy');
-  operator = startOperatorProcess(stack, {
-    MMO_NAMESPACES: ns,
-    MMO_TASK_QUEUE: `mmo-${randomUUID()}`,
-    MMO_GATEWAY: 'caddy',
-    MMO_CADDY_ADMIN: caddy.adminURL,
-    MMO_CADDY_LISTEN: `127.0.0.1:${caddy.httpPort}`,
-    MMO_GATEWAY_PUBLIC_URL: caddy.publicURL,
-    // The janitor compares the gateway with the models this often.
-    MMO_GATEWAY_SWEEP_SECONDS: '3',
-  }, 'caddy');
+  operator = startOperatorProcess(
+    stack,
+    {
+      MMO_NAMESPACES: ns,
+      MMO_TASK_QUEUE: `mmo-${randomUUID()}`,
+      MMO_GATEWAY: 'caddy',
+      MMO_CADDY_ADMIN: caddy.adminURL,
+      MMO_CADDY_LISTEN: `127.0.0.1:${caddy.httpPort}`,
+      MMO_GATEWAY_PUBLIC_URL: caddy.publicURL,
+      // The janitor compares the gateway with the models this often.
+      MMO_GATEWAY_SWEEP_SECONDS: '3',
+    },
+    'caddy',
+  );
 });
 
 afterAll(async () => {
@@ -41,14 +45,17 @@ afterAll(async () => {
   await caddy?.stop();
 });
 
-const gatewayCondition = (name: string) =>
-  conditionOf(k.get('machinemodel', ns, name), 'GatewayRegistered');
+const gatewayCondition = (name: string) => conditionOf(k.get('machinemodel', ns, name), 'GatewayRegistered');
 
 async function registered(name: string) {
-  return eventually<any>(`${name} registered`, () => {
-    const mm = k.get('machinemodel', ns, name);
-    return mm?.status?.phase === 'Ready' && gatewayCondition(name)?.status === 'True' ? mm : undefined;
-  }, 60_000);
+  return eventually<any>(
+    `${name} registered`,
+    () => {
+      const mm = k.get('machinemodel', ns, name);
+      return mm?.status?.phase === 'Ready' && gatewayCondition(name)?.status === 'True' ? mm : undefined;
+    },
+    60_000,
+  );
 }
 
 describe('publication on a real Caddy through its admin API', () => {
@@ -57,7 +64,9 @@ describe('publication on a real Caddy through its admin API', () => {
     const mm = await registered('published');
     const prefix = `/models/${ns}/published`;
     expect(mm.status.gatewayURL).toBe(`${caddy.publicURL}${prefix}`);
-    const route = (await caddy.routes()).find((r) => r['@id'] === routeId({ namespace: ns, name: 'published', uid: mm.metadata.uid }));
+    const route = (await caddy.routes()).find(
+      (r) => r['@id'] === routeId({ namespace: ns, name: 'published', uid: mm.metadata.uid }),
+    );
     expect(route?.match?.[0]?.path).toEqual([prefix, `${prefix}/*`]);
     const proxy = route?.handle?.find((h) => h.handler === 'reverse_proxy');
     expect(proxy?.upstreams).toEqual([{ dial: `published.${ns}.svc.cluster.local:80` }]);
@@ -85,31 +94,46 @@ describe('publication on a real Caddy through its admin API', () => {
     const mm = await registered('outage');
     await caddy.stop();
     k.kubectl('-n', ns, 'delete', 'mm', 'outage', '--wait=false');
-    const pending = await eventually('UnregisterPending', () => {
-      const c = gatewayCondition('outage');
-      return c?.reason === 'UnregisterPending' ? c : undefined;
-    }, 60_000);
+    const pending = await eventually(
+      'UnregisterPending',
+      () => {
+        const c = gatewayCondition('outage');
+        return c?.reason === 'UnregisterPending' ? c : undefined;
+      },
+      60_000,
+    );
     expect(pending.message).toMatch(/unreachable/);
     expect(k.get('machinemodel', ns, 'outage').metadata.finalizers).toContain('stable.example.com/cleanup');
-    const events = k.list('events', ns).filter((e) => e.involvedObject.name === 'outage').map((e) => e.reason);
+    const events = k
+      .list('events', ns)
+      .filter((e) => e.involvedObject.name === 'outage')
+      .map((e) => e.reason);
     expect(events).toContain('GatewayUnavailable');
 
     await caddy.start();
     const back = Date.now();
-    await eventually('deletion completed', () => (k.get('machinemodel', ns, 'outage') === undefined ? true : undefined), 90_000);
+    await eventually(
+      'deletion completed',
+      () => (k.get('machinemodel', ns, 'outage') === undefined ? true : undefined),
+      90_000,
+    );
     console.log(`deletion completed ${((Date.now() - back) / 1000).toFixed(1)}s after Caddy came back`);
     const id = routeId({ namespace: ns, name: 'outage', uid: mm.metadata.uid });
     expect((await caddy.routes()).some((r) => r['@id'] === id)).toBe(false);
   });
 
-  it('refuses a path prefix that collides with another model\'s', async () => {
+  it("refuses a path prefix that collides with another model's", async () => {
     k.apply(machineModel(ns, 'owner-a', { gateway: { pathPrefix: '/shared' } }));
     await registered('owner-a');
     k.apply(machineModel(ns, 'thief-b', { gateway: { pathPrefix: '/shared/sub' } }));
-    const c = await eventually('PathConflict', () => {
-      const cond = gatewayCondition('thief-b');
-      return cond?.reason === 'PathConflict' ? cond : undefined;
-    }, 60_000);
+    const c = await eventually(
+      'PathConflict',
+      () => {
+        const cond = gatewayCondition('thief-b');
+        return cond?.reason === 'PathConflict' ? cond : undefined;
+      },
+      60_000,
+    );
     expect(c.message).toContain(`MachineModel ${ns}/owner-a`);
     const prefixes = (await caddy.routes()).map((r) => r.match?.[0]?.path?.[0]);
     expect(prefixes).toContain('/shared');
@@ -128,15 +152,26 @@ describe('publication on a real Caddy through its admin API', () => {
     const racing = k.createNamespace('caddy-race');
     const kc = new KubeConfig();
     kc.loadFromFile(stack.kubeconfig);
-    const driver = new CaddyDriver({ adminURL: caddy.adminURL, server: 'machinemodels', listen: `127.0.0.1:${caddy.httpPort}`, publicURL: caddy.publicURL });
+    const driver = new CaddyDriver({
+      adminURL: caddy.adminURL,
+      server: 'machinemodels',
+      listen: `127.0.0.1:${caddy.httpPort}`,
+      publicURL: caddy.publicURL,
+    });
     const acts = createActivities({ kube: new KubeClient(kc), build: defaultBuildOptions, gateway: driver });
-    const spec = { image: 'registry.example.com/m:1', modelPath: '/m', resources: { cpu: '100m', memory: '128Mi' }, gateway: { pathPrefix: '/racing' } };
+    const spec = {
+      image: 'registry.example.com/m:1',
+      modelPath: '/m',
+      resources: { cpu: '100m', memory: '128Mi' },
+      gateway: { pathPrefix: '/racing' },
+    };
     k.apply(machineModel(racing, 'elder', spec));
     await sleep(1_100); // creationTimestamp has one-second precision
     k.apply(machineModel(racing, 'junior', spec));
     const snapshot = async (name: string) => (await acts.readModel({ namespace: racing, name }))!;
     const [elder, junior] = [await snapshot('elder'), await snapshot('junior')];
-    const routesOn = async (prefix: string) => (await caddy.routes()).filter((r) => r.match?.[0]?.path?.[0] === prefix).map((r) => r['@id']);
+    const routesOn = async (prefix: string) =>
+      (await caddy.routes()).filter((r) => r.match?.[0]?.path?.[0] === prefix).map((r) => r['@id']);
 
     let raced = 0;
     for (let round = 0; round < 5; round++) {
@@ -156,15 +191,21 @@ describe('publication on a real Caddy through its admin API', () => {
     expect(raced).toBeGreaterThan(0);
   });
 
-  it('after delete and recreate of the same name, only the new object\'s route exists', async () => {
+  it("after delete and recreate of the same name, only the new object's route exists", async () => {
     k.apply(machineModel(ns, 'again'));
     const old = await registered('again');
     k.kubectl('-n', ns, 'delete', 'mm', 'again', '--wait=true', '--timeout=60s');
     k.apply(machineModel(ns, 'again'));
-    const reborn = await eventually<any>('recreated and registered', () => {
-      const mm = k.get('machinemodel', ns, 'again');
-      return mm && mm.metadata.uid !== old.metadata.uid && gatewayCondition('again')?.status === 'True' ? mm : undefined;
-    }, 60_000);
+    const reborn = await eventually<any>(
+      'recreated and registered',
+      () => {
+        const mm = k.get('machinemodel', ns, 'again');
+        return mm && mm.metadata.uid !== old.metadata.uid && gatewayCondition('again')?.status === 'True'
+          ? mm
+          : undefined;
+      },
+      60_000,
+    );
     const ids = (await caddy.routes()).map((r) => r['@id']);
     expect(ids).toContain(routeId({ namespace: ns, name: 'again', uid: reborn.metadata.uid }));
     expect(ids).not.toContain(routeId({ namespace: ns, name: 'again', uid: old.metadata.uid }));
@@ -178,7 +219,11 @@ describe('publication on a real Caddy through its admin API', () => {
       handle: [{ handler: 'static_response', body: 'boo' }],
     });
     expect(put.status).toBe(200);
-    await eventually('orphan removed', async () => ((await caddy.routes()).some((r) => r['@id'] === orphan) ? undefined : true), 60_000);
+    await eventually(
+      'orphan removed',
+      async () => ((await caddy.routes()).some((r) => r['@id'] === orphan) ? undefined : true),
+      60_000,
+    );
   });
 });
 
@@ -191,7 +236,11 @@ describe('a gateway that forgets its routes', () => {
     await caddy.start();
     expect((await caddy.routes()).some((r) => r['@id'] === id)).toBe(false);
     const restarted = Date.now();
-    await eventually('route republished', async () => ((await caddy.routes()).some((r) => r['@id'] === id) ? true : undefined), 60_000);
+    await eventually(
+      'route republished',
+      async () => ((await caddy.routes()).some((r) => r['@id'] === id) ? true : undefined),
+      60_000,
+    );
     console.log(`route republished ${((Date.now() - restarted) / 1000).toFixed(1)}s after Caddy restarted empty`);
   });
 });
@@ -200,19 +249,27 @@ describe('bad gateway configuration', () => {
   it('says so in a condition when the admin API is unreachable, and the model still serves', async () => {
     const ns2 = k.createNamespace('caddy-down');
     const closed = await freePort();
-    const op = startOperatorProcess(stack, {
-      MMO_NAMESPACES: ns2,
-      MMO_TASK_QUEUE: `mmo-${randomUUID()}`,
-      MMO_GATEWAY: 'caddy',
-      MMO_CADDY_ADMIN: `http://127.0.0.1:${closed}`,
-    }, 'caddy-unreachable');
+    const op = startOperatorProcess(
+      stack,
+      {
+        MMO_NAMESPACES: ns2,
+        MMO_TASK_QUEUE: `mmo-${randomUUID()}`,
+        MMO_GATEWAY: 'caddy',
+        MMO_CADDY_ADMIN: `http://127.0.0.1:${closed}`,
+      },
+      'caddy-unreachable',
+    );
     try {
       k.apply(machineModel(ns2, 'lonely'));
-      const c = await eventually<any>('GatewayUnavailable', () => {
-        const mm = k.get('machinemodel', ns2, 'lonely');
-        const cond = conditionOf(mm, 'GatewayRegistered');
-        return mm?.status?.phase === 'Ready' && cond?.reason === 'GatewayUnavailable' ? cond : undefined;
-      }, 60_000);
+      const c = await eventually<any>(
+        'GatewayUnavailable',
+        () => {
+          const mm = k.get('machinemodel', ns2, 'lonely');
+          const cond = conditionOf(mm, 'GatewayRegistered');
+          return mm?.status?.phase === 'Ready' && cond?.reason === 'GatewayUnavailable' ? cond : undefined;
+        },
+        60_000,
+      );
       expect(c.message).toContain(`http://127.0.0.1:${closed}`);
       expect(c.message).toMatch(/unreachable/);
       expect(op.child.exitCode).toBeNull();

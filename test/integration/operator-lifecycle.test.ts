@@ -9,7 +9,13 @@ import { finalizerName, workflowIdFor } from '../../src/core/api.js';
 import { stateQuery } from '../../workflows/definitions.js';
 import { conditionOf, eventually, kubectlFor } from '../support/cluster.js';
 import { machineModel, seedExample } from '../support/models.js';
-import { installCrds, operatorMetric, startOperatorProcess, temporalClient, type OperatorProcess } from '../support/operator-process.js';
+import {
+  installCrds,
+  operatorMetric,
+  startOperatorProcess,
+  temporalClient,
+  type OperatorProcess,
+} from '../support/operator-process.js';
 
 const stack = inject('stack');
 const mmctl = fileURLToPath(new URL('../../src/mmctl.ts', import.meta.url));
@@ -24,7 +30,11 @@ beforeAll(async () => {
   installCrds(stack);
   ns = k.createNamespace('lifecycle');
   metricsPort = await freePort();
-  operator = startOperatorProcess(stack, { MMO_NAMESPACES: ns, MMO_TASK_QUEUE: taskQueue, MMO_METRICS_PORT: String(metricsPort) }, 'lifecycle');
+  operator = startOperatorProcess(
+    stack,
+    { MMO_NAMESPACES: ns, MMO_TASK_QUEUE: taskQueue, MMO_METRICS_PORT: String(metricsPort) },
+    'lifecycle',
+  );
   client = await temporalClient(stack);
 });
 
@@ -35,7 +45,11 @@ afterAll(async () => {
 
 const phaseOf = (name: string) => k.get('machinemodel', ns, name)?.status?.phase as string | undefined;
 const readyModel = (name: string, timeoutMs = 60_000) =>
-  eventually<any>(`${name} Ready`, () => (phaseOf(name) === 'Ready' ? k.get('machinemodel', ns, name) : undefined), timeoutMs);
+  eventually<any>(
+    `${name} Ready`,
+    () => (phaseOf(name) === 'Ready' ? k.get('machinemodel', ns, name) : undefined),
+    timeoutMs,
+  );
 
 describe('operator lifecycle against the real apiserver', () => {
   it('serves the seed example: children with controller ownerReference, phase Ready, inferenceURL, Events', async () => {
@@ -50,7 +64,13 @@ describe('operator lifecycle against the real apiserver', () => {
     for (const kind of ['deployment', 'service', 'horizontalpodautoscaler']) {
       const child = k.get(kind, ns, name);
       const owner = child.metadata.ownerReferences[0];
-      expect(owner).toMatchObject({ kind: 'MachineModel', name, uid: mm.metadata.uid, controller: true, blockOwnerDeletion: true });
+      expect(owner).toMatchObject({
+        kind: 'MachineModel',
+        name,
+        uid: mm.metadata.uid,
+        controller: true,
+        blockOwnerDeletion: true,
+      });
       expect(child.metadata.labels['app.kubernetes.io/managed-by']).toBe('machinemodel-operator');
     }
     const deployment = k.get('deployment', ns, name);
@@ -62,7 +82,9 @@ describe('operator lifecycle against the real apiserver', () => {
     expect(k.get('horizontalpodautoscaler', ns, name).spec).toMatchObject({ minReplicas: 2, maxReplicas: 5 });
 
     const reasons = await eventually('Created and Ready events', () => {
-      const events = k.list('events', ns).filter((e) => e.involvedObject.name === name && e.involvedObject.kind === 'MachineModel');
+      const events = k
+        .list('events', ns)
+        .filter((e) => e.involvedObject.name === name && e.involvedObject.kind === 'MachineModel');
       const r = new Set(events.map((e) => e.reason as string));
       return r.has('Created') && r.has('Ready') ? r : undefined;
     });
@@ -75,7 +97,9 @@ describe('operator lifecycle against the real apiserver', () => {
     expect(k.get('horizontalpodautoscaler', ns, 'fixed')).toBeUndefined();
     k.kubectl('-n', ns, 'patch', 'mm', 'fixed', '--type=merge', '-p', '{"spec":{"minReplicas":3,"maxReplicas":3}}');
     await eventually('3 replicas', () => (k.get('deployment', ns, 'fixed')?.spec.replicas === 3 ? true : undefined));
-    await eventually('Ready with 3', () => (phaseOf('fixed') === 'Ready' && k.get('machinemodel', ns, 'fixed').status.replicas === 3 ? true : undefined));
+    await eventually('Ready with 3', () =>
+      phaseOf('fixed') === 'Ready' && k.get('machinemodel', ns, 'fixed').status.replicas === 3 ? true : undefined,
+    );
 
     // With an autoscaler the operator sets the HPA's bounds and leaves replicas to it.
     k.kubectl('-n', ns, 'patch', 'mm', 'fixed', '--type=merge', '-p', '{"spec":{"minReplicas":2,"maxReplicas":6}}');
@@ -85,16 +109,22 @@ describe('operator lifecycle against the real apiserver', () => {
     });
     expect(hpa.spec.scaleTargetRef).toMatchObject({ kind: 'Deployment', name: 'fixed' });
     // This cluster has no metrics-server: the model serves, and says its autoscaler cannot act.
-    const autoscaling = await eventually('Autoscaling condition False', () => {
-      const c = conditionOf(k.get('machinemodel', ns, 'fixed'), 'Autoscaling');
-      return c?.status === 'False' ? c : undefined;
-    }, 60_000);
+    const autoscaling = await eventually(
+      'Autoscaling condition False',
+      () => {
+        const c = conditionOf(k.get('machinemodel', ns, 'fixed'), 'Autoscaling');
+        return c?.status === 'False' ? c : undefined;
+      },
+      60_000,
+    );
     expect(autoscaling.reason).toBe('FailedGetResourceMetric');
     expect(autoscaling.message).toContain('metrics');
     expect(phaseOf('fixed')).toBe('Ready');
     // Back to fixed: the HPA goes away.
     k.kubectl('-n', ns, 'patch', 'mm', 'fixed', '--type=merge', '-p', '{"spec":{"minReplicas":2,"maxReplicas":2}}');
-    await eventually('HPA removed', () => (k.get('horizontalpodautoscaler', ns, 'fixed') === undefined ? true : undefined));
+    await eventually('HPA removed', () =>
+      k.get('horizontalpodautoscaler', ns, 'fixed') === undefined ? true : undefined,
+    );
     await eventually('2 replicas', () => (k.get('deployment', ns, 'fixed')?.spec.replicas === 2 ? true : undefined));
     await eventually('no Autoscaling condition without an autoscaler', () =>
       conditionOf(k.get('machinemodel', ns, 'fixed'), 'Autoscaling') === undefined ? true : undefined,
@@ -119,10 +149,12 @@ describe('operator lifecycle against the real apiserver', () => {
     await readyModel('drift');
   });
 
-  it('reports a model no node can place as Pending with the scheduler\'s reason, and recovers when the ask fits', async () => {
+  it("reports a model no node can place as Pending with the scheduler's reason, and recovers when the ask fits", async () => {
     // The fake node has 16 GPUs.
     k.apply(machineModel(ns, 'greedy', { resources: { cpu: '100m', memory: '128Mi', gpu: 32 } }));
-    const pending = await eventually<any>('greedy Pending', () => (phaseOf('greedy') === 'Pending' ? k.get('machinemodel', ns, 'greedy') : undefined));
+    const pending = await eventually<any>('greedy Pending', () =>
+      phaseOf('greedy') === 'Pending' ? k.get('machinemodel', ns, 'greedy') : undefined,
+    );
     const ready = conditionOf(pending, 'Ready');
     expect(ready).toMatchObject({ status: 'False', reason: 'Unschedulable' });
     expect(ready?.message).toContain('Insufficient nvidia.com/gpu');
@@ -130,7 +162,11 @@ describe('operator lifecycle against the real apiserver', () => {
     expect(wide[0]).toMatch(/PHASE\s+READY\s+REPLICAS\s+URL\s+REASON\s+GATEWAY\s+AGE/);
     expect(wide[1]).toMatch(/Pending\s+False\s+0\s+\S+\s+Unschedulable/);
     await eventually('an Unschedulable Event', () =>
-      k.list('events', ns).some((e) => e.involvedObject.name === 'greedy' && e.reason === 'Unschedulable' && e.type === 'Warning') ? true : undefined,
+      k
+        .list('events', ns)
+        .some((e) => e.involvedObject.name === 'greedy' && e.reason === 'Unschedulable' && e.type === 'Warning')
+        ? true
+        : undefined,
     );
     k.kubectl('-n', ns, 'patch', 'mm', 'greedy', '--type=merge', '-p', '{"spec":{"resources":{"gpu":1}}}');
     await readyModel('greedy');
@@ -142,14 +178,19 @@ describe('operator lifecycle against the real apiserver', () => {
     k.kubectl('-n', ns, 'delete', 'mm', 'doomed', '--wait=true', '--timeout=60s');
     expect(k.get('machinemodel', ns, 'doomed')).toBeUndefined();
     await eventually('children garbage-collected', () =>
-      k.get('deployment', ns, 'doomed') === undefined && k.get('service', ns, 'doomed') === undefined ? true : undefined,
+      k.get('deployment', ns, 'doomed') === undefined && k.get('service', ns, 'doomed') === undefined
+        ? true
+        : undefined,
     );
     const handle = client.workflow.getHandle(workflowIdFor(ns, 'doomed'));
-    await eventually('workflow completed', async () => ((await handle.describe()).status.name === 'COMPLETED' ? true : undefined));
+    await eventually('workflow completed', async () =>
+      (await handle.describe()).status.name === 'COMPLETED' ? true : undefined,
+    );
     // The children's garbage collection wakes nobody: no run is started just to find the model gone.
     await sleep(2_000);
     const runs: string[] = [];
-    for await (const w of client.workflow.list({ query: `WorkflowId = '${workflowIdFor(ns, 'doomed')}'` })) runs.push(w.status.name);
+    for await (const w of client.workflow.list({ query: `WorkflowId = '${workflowIdFor(ns, 'doomed')}'` }))
+      runs.push(w.status.name);
     expect(runs).toEqual(['COMPLETED']);
   });
 
@@ -185,14 +226,22 @@ describe('operator lifecycle against the real apiserver', () => {
     const handle = client.workflow.getHandle(workflowIdFor(ns, 'nudge'));
     const before = (await handle.query(stateQuery)).rounds;
     k.kubectl('-n', ns, 'annotate', 'mm', 'nudge', 'stable.example.com/resync=first');
-    await eventually('a round after the annotation', async () => ((await handle.query(stateQuery)).rounds > before ? true : undefined));
+    await eventually('a round after the annotation', async () =>
+      (await handle.query(stateQuery)).rounds > before ? true : undefined,
+    );
 
     const env = { ...process.env, TEMPORAL_ADDRESS: stack.temporalAddress, MMO_TASK_QUEUE: taskQueue };
-    const out = execFileSync(process.execPath, ['--import', 'tsx', mmctl, 'resync', `${ns}/nudge`, '--wait'], { env, encoding: 'utf8' });
+    const out = execFileSync(process.execPath, ['--import', 'tsx', mmctl, 'resync', `${ns}/nudge`, '--wait'], {
+      env,
+      encoding: 'utf8',
+    });
     expect(out).toMatch(new RegExp(`${ns}/nudge: round \\d+, phase Ready`));
     expect(out).toContain('Ready=True ModelReady');
 
-    const bad = spawnSync(process.execPath, ['--import', 'tsx', mmctl, 'resync', 'no-slash'], { env, encoding: 'utf8' });
+    const bad = spawnSync(process.execPath, ['--import', 'tsx', mmctl, 'resync', 'no-slash'], {
+      env,
+      encoding: 'utf8',
+    });
     expect(bad.status).not.toBe(0);
     expect(bad.stderr).toContain('expected <namespace>/<name>');
     expect(bad.stderr).not.toMatch(/\n\s+at /);
@@ -213,7 +262,9 @@ describe('operator lifecycle against the real apiserver', () => {
     });
     expect(phaseOf('taken')).toBe('Failed');
     expect(ready.message).toContain(`Deployment ${ns}/taken exists and is not owned by this MachineModel`);
-    expect(k.get('deployment', ns, 'taken').spec.template.spec.containers[0].image).toBe('registry.example.com/other:1');
+    expect(k.get('deployment', ns, 'taken').spec.template.spec.containers[0].image).toBe(
+      'registry.example.com/other:1',
+    );
     expect(k.get('service', ns, 'taken')).toBeUndefined();
   });
 });

@@ -7,7 +7,12 @@ import { workflowIdFor } from '../../src/core/api.js';
 import { stateQuery } from '../../workflows/definitions.js';
 import { eventually, kubectlFor } from '../support/cluster.js';
 import { machineModel } from '../support/models.js';
-import { installCrds, startOperatorProcess, temporalClient, type OperatorProcess } from '../support/operator-process.js';
+import {
+  installCrds,
+  startOperatorProcess,
+  temporalClient,
+  type OperatorProcess,
+} from '../support/operator-process.js';
 
 const stack = inject('stack');
 const k = kubectlFor(stack);
@@ -39,7 +44,9 @@ async function expectConverged(ns: string, expected: string[], timeoutMs: number
     `${expected.length} models Ready`,
     () => {
       const models = k.list('machinemodel', ns);
-      const ready = models.filter((m) => m.status?.phase === 'Ready' && m.status.observedGeneration === m.metadata.generation);
+      const ready = models.filter(
+        (m) => m.status?.phase === 'Ready' && m.status.observedGeneration === m.metadata.generation,
+      );
       return ready.length === expected.length && models.length === expected.length ? true : undefined;
     },
     timeoutMs,
@@ -94,7 +101,11 @@ describe('operator resilience', () => {
     let operator = operatorFor(ns, 'sigkill-1');
     const models = names('m', 50);
     k.apply(models.map((n) => machineModel(ns, n, { minReplicas: 2, maxReplicas: 2 })));
-    await eventually('some Deployments created', () => (k.list('deployment', ns).length >= 5 ? true : undefined), 60_000);
+    await eventually(
+      'some Deployments created',
+      () => (k.list('deployment', ns).length >= 5 ? true : undefined),
+      60_000,
+    );
     await operator.kill();
     const readyAtKill = k.list('machinemodel', ns).filter((m) => m.status?.phase === 'Ready').length;
     expect(readyAtKill).toBeLessThan(50);
@@ -126,11 +137,15 @@ describe('operator resilience', () => {
       await expectConverged(ns, models, 120_000);
       for (const n of models) {
         const runs: string[] = [];
-        for await (const w of client.workflow.list({ query: `WorkflowId = '${workflowIdFor(ns, n)}'` })) runs.push(w.runId);
+        for await (const w of client.workflow.list({ query: `WorkflowId = '${workflowIdFor(ns, n)}'` }))
+          runs.push(w.runId);
         expect(runs).toHaveLength(1);
         const created = k.list('events', ns).filter((e) => e.involvedObject.name === n && e.reason === 'Created');
         // Deployment and Service each created once, though both replicas saw every event (a repeat would raise the count).
-        expect(created.map((e) => `${e.message} x${e.count}`).sort()).toEqual([`Deployment ${ns}/${n} created x1`, `Service ${ns}/${n} created x1`]);
+        expect(created.map((e) => `${e.message} x${e.count}`).sort()).toEqual([
+          `Deployment ${ns}/${n} created x1`,
+          `Service ${ns}/${n} created x1`,
+        ]);
       }
     } finally {
       await Promise.all([a.stop(), b.stop()]);
@@ -147,7 +162,11 @@ describe('operator resilience', () => {
       );
     try {
       k.apply(machineModel(ns, 'busy'));
-      await eventually('busy Ready', () => (k.get('machinemodel', ns, 'busy')?.status?.phase === 'Ready' ? true : undefined), 60_000);
+      await eventually(
+        'busy Ready',
+        () => (k.get('machinemodel', ns, 'busy')?.status?.phase === 'Ready' ? true : undefined),
+        60_000,
+      );
       await sleep(3_000);
       const before = await rounds(ns, 'busy');
 
@@ -171,13 +190,19 @@ describe('operator resilience', () => {
       await Promise.all(inFlight);
       await patch({ spec: { image: 'registry.example.com/models/classifier:v99' } });
       const last = 'registry.example.com/models/classifier:v99';
-      await eventually('children follow the last spec', () => {
-        const d = k.get('deployment', ns, 'busy');
-        const mm = k.get('machinemodel', ns, 'busy');
-        return d?.spec.template.spec.containers[0].image === last && mm?.status?.phase === 'Ready' && mm.status.observedGeneration === mm.metadata.generation
-          ? true
-          : undefined;
-      }, 60_000);
+      await eventually(
+        'children follow the last spec',
+        () => {
+          const d = k.get('deployment', ns, 'busy');
+          const mm = k.get('machinemodel', ns, 'busy');
+          return d?.spec.template.spec.containers[0].image === last &&
+            mm?.status?.phase === 'Ready' &&
+            mm.status.observedGeneration === mm.metadata.generation
+            ? true
+            : undefined;
+        },
+        60_000,
+      );
       await sleep(3_000);
       const specRounds = (await rounds(ns, 'busy')) - afterLabels;
       console.log(`spec storm: 100 patches in ${Date.now() - started}ms -> ${specRounds} reconcile rounds`);

@@ -22,7 +22,8 @@ let saKubeconfig: string;
 
 beforeAll(() => {
   installCrds(stack);
-  for (const f of ['namespace.yaml', 'serviceaccount.yaml', 'rbac.yaml']) k.kubectl('apply', '-f', path.join(manifests, f));
+  for (const f of ['namespace.yaml', 'serviceaccount.yaml', 'rbac.yaml'])
+    k.kubectl('apply', '-f', path.join(manifests, f));
   saKubeconfig = path.join(mkdtempSync(path.join(os.tmpdir(), 'mmo-sa-')), 'kubeconfig');
   writeServiceAccountKubeconfig({
     kubectl: stack.binaries.kubectl,
@@ -32,7 +33,11 @@ beforeAll(() => {
     file: saKubeconfig,
   });
   ns = k.createNamespace('rbac');
-  operator = startOperatorProcess({ ...stack, kubeconfig: saKubeconfig }, { MMO_NAMESPACES: ns, MMO_TASK_QUEUE: `mmo-${randomUUID()}` }, 'rbac');
+  operator = startOperatorProcess(
+    { ...stack, kubeconfig: saKubeconfig },
+    { MMO_NAMESPACES: ns, MMO_TASK_QUEUE: `mmo-${randomUUID()}` },
+    'rbac',
+  );
 });
 
 afterAll(async () => {
@@ -46,17 +51,25 @@ describe('the operator as its own ServiceAccount under deploy/operator/rbac.yaml
 
   it('reconciles a model to Ready and runs its finalizer on deletion', async () => {
     k.apply(machineModel(ns, 'least-privilege', { minReplicas: 1, maxReplicas: 3 }));
-    const mm = await eventually('Ready', () => {
-      const m = k.get('machinemodel', ns, 'least-privilege');
-      return m?.status?.phase === 'Ready' ? m : undefined;
-    }, 60_000);
-    expect(k.get('horizontalpodautoscaler', ns, 'least-privilege').metadata.ownerReferences[0].uid).toBe(mm.metadata.uid);
+    const mm = await eventually(
+      'Ready',
+      () => {
+        const m = k.get('machinemodel', ns, 'least-privilege');
+        return m?.status?.phase === 'Ready' ? m : undefined;
+      },
+      60_000,
+    );
+    expect(k.get('horizontalpodautoscaler', ns, 'least-privilege').metadata.ownerReferences[0].uid).toBe(
+      mm.metadata.uid,
+    );
     const events = k.list('events', ns).filter((e) => e.involvedObject.name === 'least-privilege');
     expect(events.map((e) => e.reason)).toContain('Created');
     // A forbidden call would have surfaced as a Failed phase and a Warning on the way to Ready.
     expect(events.filter((e) => e.type === 'Warning').map((e) => `${e.reason}: ${e.message}`)).toEqual([]);
     k.kubectl('-n', ns, 'patch', 'mm', 'least-privilege', '--type=merge', '-p', '{"spec":{"maxReplicas":1}}');
-    await eventually('HPA deleted', () => (k.get('horizontalpodautoscaler', ns, 'least-privilege') === undefined ? true : undefined));
+    await eventually('HPA deleted', () =>
+      k.get('horizontalpodautoscaler', ns, 'least-privilege') === undefined ? true : undefined,
+    );
     k.kubectl('-n', ns, 'delete', 'mm', 'least-privilege', '--wait=true', '--timeout=60s');
     expect(k.get('machinemodel', ns, 'least-privilege')).toBeUndefined();
   });
@@ -75,10 +88,14 @@ describe('the operator as its own ServiceAccount under deploy/operator/rbac.yaml
 
   it('may list Pods, so a model no node can place is reported as Pending', async () => {
     k.apply(machineModel(ns, 'unplaceable', { resources: { cpu: '100m', memory: '128Mi', gpu: 32 } }));
-    const mm = await eventually('Pending', () => {
-      const m = k.get('machinemodel', ns, 'unplaceable');
-      return m?.status?.phase === 'Pending' ? m : undefined;
-    }, 40_000);
+    const mm = await eventually(
+      'Pending',
+      () => {
+        const m = k.get('machinemodel', ns, 'unplaceable');
+        return m?.status?.phase === 'Pending' ? m : undefined;
+      },
+      40_000,
+    );
     expect(conditionOf(mm, 'Ready')?.reason).toBe('Unschedulable');
     k.kubectl('-n', ns, 'delete', 'mm', 'unplaceable', '--wait=true', '--timeout=60s');
   });

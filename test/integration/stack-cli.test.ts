@@ -12,7 +12,11 @@ const stack = inject('stack');
 const cli = fileURLToPath(new URL('../../deploy/local/cli.ts', import.meta.url));
 
 function stackCli(args: string[], env: Record<string, string>) {
-  return spawnSync(process.execPath, ['--import', 'tsx', cli, ...args], { env: { ...process.env, ...env }, encoding: 'utf8', timeout: 120_000 });
+  return spawnSync(process.execPath, ['--import', 'tsx', cli, ...args], {
+    env: { ...process.env, ...env },
+    encoding: 'utf8',
+    timeout: 120_000,
+  });
 }
 
 describe('npm run stack:up as a person runs it', () => {
@@ -39,11 +43,18 @@ describe('npm run stack:up as a person runs it', () => {
     const blocker = net.createServer();
     // Listening before spawnSync blocks this process's event loop; the kernel then answers for it.
     await new Promise<void>((resolve) => blocker.listen(port, '127.0.0.1', resolve));
-    const env = { MMO_STACK_DIR: mkdtempSync(path.join(os.tmpdir(), 'mmo-busy-')), KUBECONFIG: stack.kubeconfig, MMO_TEMPORAL_PORT: String(port) };
+    const env = {
+      MMO_STACK_DIR: mkdtempSync(path.join(os.tmpdir(), 'mmo-busy-')),
+      KUBECONFIG: stack.kubeconfig,
+      MMO_TEMPORAL_PORT: String(port),
+    };
     try {
       const res = stackCli(['up'], env);
       expect(res.status).toBe(1);
-      const lines = res.stderr.trim().split('\n').filter((l) => !l.includes('npm warn'));
+      const lines = res.stderr
+        .trim()
+        .split('\n')
+        .filter((l) => !l.includes('npm warn'));
       expect(lines.at(-1)).toBe(
         `error: port ${port} for Temporal frontend is in use: free it, choose another with MMO_TEMPORAL_PORT=<port>, ` +
           'or point KUBECONFIG/TEMPORAL_ADDRESS at an existing cluster/Temporal.',
@@ -59,8 +70,18 @@ describe('npm run stack:up as a person runs it', () => {
   describe('a machine without the tools to install the stack', () => {
     const tmp = (prefix: string) => mkdtempSync(path.join(os.tmpdir(), prefix));
     /** No python3, no go: a PATH that holds nothing. Node itself is started by its absolute path. */
-    const bare = () => ({ PATH: tmp('mmo-path-'), KUBECONFIG: '', TEMPORAL_ADDRESS: '', MMO_STACK_DIR: tmp('mmo-bare-') });
-    const lastLine = (stderr: string) => stderr.trim().split('\n').filter((l) => !l.includes('npm warn')).at(-1);
+    const bare = () => ({
+      PATH: tmp('mmo-path-'),
+      KUBECONFIG: '',
+      TEMPORAL_ADDRESS: '',
+      MMO_STACK_DIR: tmp('mmo-bare-'),
+    });
+    const lastLine = (stderr: string) =>
+      stderr
+        .trim()
+        .split('\n')
+        .filter((l) => !l.includes('npm warn'))
+        .at(-1);
 
     it('names python3 with pip when nothing is installed yet', () => {
       const cache = tmp('mmo-cache-');
@@ -77,7 +98,8 @@ describe('npm run stack:up as a person runs it', () => {
     it('names the Go toolchain when only the control plane is left to build', () => {
       // The wheels are already in the cache (linked from this run's), so the Go build is the next step.
       const cache = tmp('mmo-cache-');
-      for (const c of allComponents.filter((c) => c.kind === 'wheel')) symlinkSync(componentDir(c), path.join(cache, path.basename(componentDir(c))));
+      for (const c of allComponents.filter((c) => c.kind === 'wheel'))
+        symlinkSync(componentDir(c), path.join(cache, path.basename(componentDir(c))));
       const env = { ...bare(), MMO_CACHE_DIR: cache };
       const res = stackCli(['up'], env);
       expect(res.status).toBe(1);

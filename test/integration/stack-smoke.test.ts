@@ -23,11 +23,27 @@ describe('Kubernetes control plane', () => {
     kubectl('create', 'namespace', ns);
     kubectl('-n', ns, 'create', 'deployment', 'web', '--image=registry.example/web:1', '--replicas=3');
     const ready = await eventually('3 ready replicas', () => {
-      const out = kubectl('-n', ns, 'get', 'deployment', 'web', '-o', 'jsonpath={.status.readyReplicas}/{.status.replicas}');
+      const out = kubectl(
+        '-n',
+        ns,
+        'get',
+        'deployment',
+        'web',
+        '-o',
+        'jsonpath={.status.readyReplicas}/{.status.replicas}',
+      );
       return out === '3/3' ? out : undefined;
     });
     expect(ready).toBe('3/3');
-    const available = kubectl('-n', ns, 'get', 'deployment', 'web', '-o', 'jsonpath={.status.conditions[?(@.type=="Available")].status}');
+    const available = kubectl(
+      '-n',
+      ns,
+      'get',
+      'deployment',
+      'web',
+      '-o',
+      'jsonpath={.status.conditions[?(@.type=="Available")].status}',
+    );
     expect(available).toBe('True');
   });
 
@@ -36,7 +52,9 @@ describe('Kubernetes control plane', () => {
       apiVersion: 'v1',
       kind: 'Pod',
       metadata: { name: 'gpu', namespace: ns },
-      spec: { containers: [{ name: 'm', image: 'registry.example/m:1', resources: { limits: { 'nvidia.com/gpu': '1' } } }] },
+      spec: {
+        containers: [{ name: 'm', image: 'registry.example/m:1', resources: { limits: { 'nvidia.com/gpu': '1' } } }],
+      },
     };
     kubectlRun(stack, ['apply', '-f', '-'], JSON.stringify(pod));
     const phase = await eventually('GPU pod Running', () => {
@@ -55,7 +73,9 @@ describe('Kubernetes control plane', () => {
       metadata: {
         name: 'dependent',
         namespace: ns,
-        ownerReferences: [{ apiVersion: 'v1', kind: 'ConfigMap', name: 'owner', uid, controller: true, blockOwnerDeletion: true }],
+        ownerReferences: [
+          { apiVersion: 'v1', kind: 'ConfigMap', name: 'owner', uid, controller: true, blockOwnerDeletion: true },
+        ],
       },
     };
     kubectlRun(stack, ['apply', '-f', '-'], JSON.stringify(dependent));
@@ -77,9 +97,17 @@ describe('Kubernetes control plane', () => {
   it('authorizes a ServiceAccount by RBAC, not by default', async () => {
     kubectl('-n', ns, 'create', 'serviceaccount', 'reader');
     const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'sa-')), 'kubeconfig');
-    writeServiceAccountKubeconfig({ kubectl: stack.binaries.kubectl, adminKubeconfig: stack.kubeconfig, namespace: ns, serviceAccount: 'reader', file });
+    writeServiceAccountKubeconfig({
+      kubectl: stack.binaries.kubectl,
+      adminKubeconfig: stack.kubeconfig,
+      namespace: ns,
+      serviceAccount: 'reader',
+      file,
+    });
     const asReader = (...args: string[]) => kubectlRun({ ...stack, kubeconfig: file }, args).trim();
-    expect(asReader('auth', 'whoami', '-o', 'jsonpath={.status.userInfo.username}')).toBe(`system:serviceaccount:${ns}:reader`);
+    expect(asReader('auth', 'whoami', '-o', 'jsonpath={.status.userInfo.username}')).toBe(
+      `system:serviceaccount:${ns}:reader`,
+    );
     expect(() => asReader('-n', ns, 'get', 'pods')).toThrow(/forbidden/);
     kubectl('-n', ns, 'create', 'role', 'pod-reader', '--verb=list', '--resource=pods');
     kubectl('-n', ns, 'create', 'rolebinding', 'reader', '--role=pod-reader', `--serviceaccount=${ns}:reader`);
@@ -93,8 +121,17 @@ describe('Temporal', () => {
     const connection = await NativeConnection.connect({ address: stack.temporalAddress });
     const taskQueue = `smoke-${randomUUID()}`;
     try {
-      const worker = await Worker.create({ connection, namespace: stack.temporalNamespace, taskQueue, workflowsPath, activities: smokeActivities });
-      const client = new Client({ connection: await Connection.connect({ address: stack.temporalAddress }), namespace: stack.temporalNamespace });
+      const worker = await Worker.create({
+        connection,
+        namespace: stack.temporalNamespace,
+        taskQueue,
+        workflowsPath,
+        activities: smokeActivities,
+      });
+      const client = new Client({
+        connection: await Connection.connect({ address: stack.temporalAddress }),
+        namespace: stack.temporalNamespace,
+      });
       const result = await worker.runUntil(
         client.workflow.execute('greeting', { taskQueue, workflowId: `smoke-${randomUUID()}`, args: ['stack'] }),
       );
@@ -111,9 +148,16 @@ describe('Temporal', () => {
     });
     try {
       const taskQueue = 'sleepy';
-      const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowsPath, activities: smokeActivities });
+      const worker = await Worker.create({
+        connection: env.nativeConnection,
+        taskQueue,
+        workflowsPath,
+        activities: smokeActivities,
+      });
       const started = Date.now();
-      const result = await worker.runUntil(env.client.workflow.execute('sleepAnHour', { taskQueue, workflowId: 'sleepy' }));
+      const result = await worker.runUntil(
+        env.client.workflow.execute('sleepAnHour', { taskQueue, workflowId: 'sleepy' }),
+      );
       const wallMs = Date.now() - started;
       expect(result).toBe('woke');
       // An hour of workflow time in far less wall time proves the clock was skipped, not waited out.

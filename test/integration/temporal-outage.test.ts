@@ -8,7 +8,12 @@ import { freePort } from '../../deploy/local/processes.js';
 import { eventually, kubectlFor } from '../support/cluster.js';
 import { FaultyProxy } from '../support/faulty-proxy.js';
 import { machineModel } from '../support/models.js';
-import { installCrds, operatorMetric, startOperatorProcess, type OperatorProcess } from '../support/operator-process.js';
+import {
+  installCrds,
+  operatorMetric,
+  startOperatorProcess,
+  type OperatorProcess,
+} from '../support/operator-process.js';
 
 const stack = inject('stack');
 const k = kubectlFor(stack);
@@ -18,7 +23,8 @@ let ns: string;
 let metricsPort: number;
 
 const phaseOf = (name: string) => k.get('machinemodel', ns, name)?.status?.phase as string | undefined;
-const ready = (name: string, timeoutMs = 60_000) => eventually(`${name} Ready`, () => (phaseOf(name) === 'Ready' ? true : undefined), timeoutMs);
+const ready = (name: string, timeoutMs = 60_000) =>
+  eventually(`${name} Ready`, () => (phaseOf(name) === 'Ready' ? true : undefined), timeoutMs);
 
 const metric = (name: string) => operatorMetric(metricsPort, name);
 
@@ -67,8 +73,12 @@ describe('the operator while Temporal is unreachable', () => {
 
     await ready('new-1');
     await ready('new-2');
-    await eventually('steady scaled to 2', () => (k.get('deployment', ns, 'steady')?.spec.replicas === 2 ? true : undefined));
-    await eventually('no signal left pending', async () => ((await metric('machinemodel_operator_signals_pending')) === 0 ? true : undefined));
+    await eventually('steady scaled to 2', () =>
+      k.get('deployment', ns, 'steady')?.spec.replicas === 2 ? true : undefined,
+    );
+    await eventually('no signal left pending', async () =>
+      (await metric('machinemodel_operator_signals_pending')) === 0 ? true : undefined,
+    );
     console.log(`Temporal outage: all three changes reconciled ${Date.now() - healed}ms after Temporal returned`);
   }, 150_000);
 

@@ -1,4 +1,3 @@
-
 const valid: Record<string, unknown> = {
   image: 'registry.example.com/models/classifier:v1',
   modelPath: '/models/classifier.pb',
@@ -13,9 +12,21 @@ export const badInputs: { title: string; name?: string; spec: Record<string, unk
   { title: 'memory: -1Gi', spec: { ...valid, resources: { cpu: '1', memory: '-1Gi' } }, expect: /memory/ },
   { title: 'gpu: -1', spec: { ...valid, resources: { cpu: '1', memory: '1Gi', gpu: -1 } }, expect: /gpu/ },
   { title: 'minReplicas: 0', spec: { ...valid, minReplicas: 0 }, expect: /minReplicas/ },
-  { title: 'minReplicas > maxReplicas', spec: { ...valid, minReplicas: 4, maxReplicas: 2 }, expect: /minReplicas.*maxReplicas/ },
+  {
+    title: 'minReplicas > maxReplicas',
+    spec: { ...valid, minReplicas: 4, maxReplicas: 2 },
+    expect: /minReplicas.*maxReplicas/,
+  },
   { title: 'endpointType: SOAP', spec: { ...valid, endpointType: 'SOAP' }, expect: /endpointType|REST/ },
   { title: 'a 70-character name', name: `m${'x'.repeat(69)}`, spec: valid, expect: /63 characters/ },
-  { title: 'a relative gateway path prefix', spec: { ...valid, gateway: { pathPrefix: 'models/x' } }, expect: /pathPrefix/ },
-  { title: 'an image reference with spaces', spec: { ...valid, image: 'registry.example.com/my model:v1' }, expect: /image/ },
+  {
+    title: 'a relative gateway path prefix',
+    spec: { ...valid, gateway: { pathPrefix: 'models/x' } },
+    expect: /pathPrefix/,
+  },
+  {
+    title: 'an image reference with spaces',
+    spec: { ...valid, image: 'registry.example.com/my model:v1' },
+    expect: /image/,
+  },
 ];

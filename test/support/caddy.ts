@@ -36,9 +36,15 @@ export class CaddyProcess {
     const config = path.join(dir, `caddy-${this.adminPort}.json`);
     writeFileSync(config, JSON.stringify({ admin: { listen: `127.0.0.1:${this.adminPort}` } }));
     const log = openSync(path.join(dir, `caddy-${this.adminPort}.log`), 'a');
-    this.child = spawn(this.stack.binaries.caddy, ['run', '--config', config], { stdio: ['ignore', log, log], env: { ...process.env, HOME: dir } });
+    this.child = spawn(this.stack.binaries.caddy, ['run', '--config', config], {
+      stdio: ['ignore', log, log],
+      env: { ...process.env, HOME: dir },
+    });
     for (let i = 0; i < 100; i++) {
-      const ok = await request('GET', `${this.adminURL}/config/`).then((r) => r.status === 200, () => false);
+      const ok = await request('GET', `${this.adminURL}/config/`).then(
+        (r) => r.status === 200,
+        () => false,
+      );
       if (ok) return;
       await sleep(100);
     }
@@ -53,7 +59,9 @@ export class CaddyProcess {
     await exited;
   }
 
-  async routes(): Promise<{ '@id'?: string; match?: { path?: string[] }[]; handle?: { handler: string; upstreams?: { dial: string }[] }[] }[]> {
+  async routes(): Promise<
+    { '@id'?: string; match?: { path?: string[] }[]; handle?: { handler: string; upstreams?: { dial: string }[] }[] }[]
+  > {
     // Before the operator has created its server, Caddy answers 404 (or null): no routes.
     const res = await request('GET', `${this.adminURL}/config/apps/http/servers/machinemodels/routes`);
     const routes: unknown = res.status === 200 ? JSON.parse(res.body || 'null') : null;

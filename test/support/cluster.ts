@@ -8,7 +8,11 @@ export function kubectlFor(stack: StackInfo) {
   return {
     kubectl,
     apply: (objects: object | object[]) =>
-      kubectlRun(stack, ['apply', '-f', '-'], JSON.stringify(Array.isArray(objects) ? { apiVersion: 'v1', kind: 'List', items: objects } : objects)),
+      kubectlRun(
+        stack,
+        ['apply', '-f', '-'],
+        JSON.stringify(Array.isArray(objects) ? { apiVersion: 'v1', kind: 'List', items: objects } : objects),
+      ),
     /** The object as JSON, or undefined when it does not exist. */
     get<T = any>(kind: string, namespace: string, name: string): T | undefined {
       try {
@@ -31,7 +35,11 @@ export function kubectlFor(stack: StackInfo) {
 }
 
 /** Polls until `probe` returns a value other than undefined (errors count as "not yet"). */
-export async function eventually<T>(what: string, probe: () => T | undefined | Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
+export async function eventually<T>(
+  what: string,
+  probe: () => T | undefined | Promise<T | undefined>,
+  timeoutMs = 30_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   while (Date.now() < deadline) {
@@ -47,6 +55,9 @@ export async function eventually<T>(what: string, probe: () => T | undefined | P
 }
 
 /** A status condition of an object (as kubectl returns it), by type. */
-export function conditionOf(obj: any, type: string): { type: string; status: string; reason: string; message: string } | undefined {
+export function conditionOf(
+  obj: any,
+  type: string,
+): { type: string; status: string; reason: string; message: string } | undefined {
   return obj?.status?.conditions?.find((c: { type: string }) => c.type === type);
 }

@@ -7,7 +7,12 @@ export const seedExample = YAML.parse(
   readFileSync(fileURLToPath(new URL('../../deploy/examples/image-classifier-v1.yaml', import.meta.url)), 'utf8'),
 ) as { metadata: { name: string }; spec: MachineModelSpec };
 
-export function machineModel(namespace: string, name: string, spec: Partial<MachineModelSpec> = {}, metadata: object = {}) {
+export function machineModel(
+  namespace: string,
+  name: string,
+  spec: Partial<MachineModelSpec> = {},
+  metadata: object = {},
+) {
   return {
     apiVersion: 'stable.example.com/v1',
     kind: 'MachineModel',

@@ -22,7 +22,11 @@ export interface OperatorProcess {
 }
 
 /** Runs the real operator entry point as a separate process, as it runs in production. */
-export function startOperatorProcess(stack: StackInfo, env: Record<string, string>, name = 'operator'): OperatorProcess {
+export function startOperatorProcess(
+  stack: StackInfo,
+  env: Record<string, string>,
+  name = 'operator',
+): OperatorProcess {
   const logDir = path.join(stack.stateDir, 'logs');
   mkdirSync(logDir, { recursive: true });
   const logFile = path.join(logDir, `${name}-${Date.now()}.log`);

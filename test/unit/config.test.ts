@@ -11,7 +11,11 @@ describe('parseOperatorConfig', () => {
     delete process.env.TEMPORAL_ADDRESS;
     delete process.env.MMO_NAMESPACES;
     const c = parseOperatorConfig([]);
-    expect(c.temporal).toMatchObject({ address: '127.0.0.1:7233', namespace: 'default', taskQueue: 'machinemodel-operator' });
+    expect(c.temporal).toMatchObject({
+      address: '127.0.0.1:7233',
+      namespace: 'default',
+      taskQueue: 'machinemodel-operator',
+    });
     expect(c.namespaces).toEqual([]);
     expect(c.role).toBe('all');
     expect(c.workflow).toEqual({ progressDeadlineSeconds: 600, driftCheckSeconds: 600 });
@@ -34,7 +38,9 @@ describe('parseOperatorConfig', () => {
   });
 
   it('rejects bad values with a message naming the flag', () => {
-    expect(() => parseOperatorConfig(['--progress-deadline', 'soon'])).toThrow(/--progress-deadline must be a whole number/);
+    expect(() => parseOperatorConfig(['--progress-deadline', 'soon'])).toThrow(
+      /--progress-deadline must be a whole number/,
+    );
     expect(() => parseOperatorConfig(['--role', 'boss'])).toThrow(/role/);
     expect(() => parseOperatorConfig(['--temporal-tls-cert', '/c.pem'])).toThrow(/go together/);
   });

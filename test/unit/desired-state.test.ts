@@ -26,7 +26,14 @@ describe('desired state of the seed example', () => {
         'app.kubernetes.io/managed-by': 'machinemodel-operator',
       });
       expect(obj.metadata.ownerReferences).toEqual([
-        { apiVersion: 'stable.example.com/v1', kind: 'MachineModel', name: ref.name, uid: 'uid-1', controller: true, blockOwnerDeletion: true },
+        {
+          apiVersion: 'stable.example.com/v1',
+          kind: 'MachineModel',
+          name: ref.name,
+          uid: 'uid-1',
+          controller: true,
+          blockOwnerDeletion: true,
+        },
       ]);
     }
   });
@@ -49,8 +56,12 @@ describe('desired state of the seed example', () => {
 
   it('exposes gRPC on a grpc port with appProtocol and a gRPC probe', () => {
     const grpc = { ...spec, endpointType: 'gRPC' as const };
-    expect(buildService(ref, grpc).spec.ports).toEqual([{ name: 'grpc', port: 9000, targetPort: 'grpc', protocol: 'TCP', appProtocol: 'grpc' }]);
-    expect(buildDeployment(ref, grpc, defaultBuildOptions).spec.template.spec.containers[0]!.readinessProbe).toMatchObject({ grpc: { port: 9000 } });
+    expect(buildService(ref, grpc).spec.ports).toEqual([
+      { name: 'grpc', port: 9000, targetPort: 'grpc', protocol: 'TCP', appProtocol: 'grpc' },
+    ]);
+    expect(
+      buildDeployment(ref, grpc, defaultBuildOptions).spec.template.spec.containers[0]!.readinessProbe,
+    ).toMatchObject({ grpc: { port: 9000 } });
     expect(inferenceURL(ref, grpc, defaultBuildOptions)).toBe('grpc://image-classifier-v1.ml.svc.cluster.local:9000');
   });
 });
@@ -62,15 +73,17 @@ describe('replicas and the autoscaler', () => {
     expect(wantsAutoscaler({ ...spec, minReplicas: undefined, maxReplicas: undefined })).toBe(false);
   });
 
-  it('owns replicas without an HPA, and keeps the HPA\'s choice (clamped to the bounds) with one', () => {
-    expect(buildDeployment(ref, { ...spec, minReplicas: 3, maxReplicas: 3 }, defaultBuildOptions, 0).spec.replicas).toBe(3);
+  it("owns replicas without an HPA, and keeps the HPA's choice (clamped to the bounds) with one", () => {
+    expect(
+      buildDeployment(ref, { ...spec, minReplicas: 3, maxReplicas: 3 }, defaultBuildOptions, 0).spec.replicas,
+    ).toBe(3);
     expect(buildDeployment(ref, spec, defaultBuildOptions, 4).spec.replicas).toBe(4);
     expect(buildDeployment(ref, spec, defaultBuildOptions, 9).spec.replicas).toBe(5);
     expect(buildDeployment(ref, spec, defaultBuildOptions, 1).spec.replicas).toBe(2);
     expect(buildDeployment(ref, spec, defaultBuildOptions).spec.replicas).toBe(2);
   });
 
-  it('targets the Deployment from the HPA with the model\'s bounds', () => {
+  it("targets the Deployment from the HPA with the model's bounds", () => {
     expect(buildAutoscaler(ref, spec, defaultBuildOptions).spec).toMatchObject({
       scaleTargetRef: { apiVersion: 'apps/v1', kind: 'Deployment', name: ref.name },
       minReplicas: 2,
@@ -82,7 +95,14 @@ describe('replicas and the autoscaler', () => {
 describe('isSubset (skip writes when nothing differs)', () => {
   it('ignores fields the server added and notices changed ones', () => {
     const desired = { spec: { replicas: 2, template: { containers: [{ name: 'a', image: 'x' }] } } };
-    const live = { metadata: { uid: 'u' }, spec: { replicas: 2, strategy: {}, template: { containers: [{ name: 'a', image: 'x', imagePullPolicy: 'IfNotPresent' }] } } };
+    const live = {
+      metadata: { uid: 'u' },
+      spec: {
+        replicas: 2,
+        strategy: {},
+        template: { containers: [{ name: 'a', image: 'x', imagePullPolicy: 'IfNotPresent' }] },
+      },
+    };
     expect(isSubset(desired, live)).toBe(true);
     expect(isSubset(desired, { ...live, spec: { ...live.spec, replicas: 0 } })).toBe(false);
     expect(isSubset(desired, { spec: { replicas: 2, template: { containers: [] } } })).toBe(false);
@@ -93,7 +113,7 @@ describe('ownershipOf', () => {
   const owned = (uid: string, name = ref.name, kind = 'MachineModel') => ({
     metadata: { ownerReferences: [{ apiVersion: 'stable.example.com/v1', kind, name, uid, controller: true }] },
   });
-  it('tells ours, a deleted predecessor\'s, and someone else\'s apart', () => {
+  it("tells ours, a deleted predecessor's, and someone else's apart", () => {
     expect(ownershipOf(undefined, ref)).toBe('absent');
     expect(ownershipOf(owned('uid-1'), ref)).toBe('ours');
     expect(ownershipOf(owned('uid-0'), ref)).toBe('previous');

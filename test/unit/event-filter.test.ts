@@ -7,14 +7,19 @@ const model = (over: Partial<NonNullable<WatchedObject['metadata']>> = {}, statu
   status: status as WatchedObject['status'],
 });
 
-const deployment = (status: NonNullable<WatchedObject['status']>, over: Partial<NonNullable<WatchedObject['metadata']>> = {}): WatchedObject => ({
+const deployment = (
+  status: NonNullable<WatchedObject['status']>,
+  over: Partial<NonNullable<WatchedObject['metadata']>> = {},
+): WatchedObject => ({
   metadata: {
     name: 'm',
     namespace: 'ns',
     uid: 'd1',
     generation: 1,
     labels: { 'app.kubernetes.io/instance': 'm' },
-    ownerReferences: [{ apiVersion: 'stable.example.com/v1', kind: 'MachineModel', name: 'm', uid: 'u1', controller: true }],
+    ownerReferences: [
+      { apiVersion: 'stable.example.com/v1', kind: 'MachineModel', name: 'm', uid: 'u1', controller: true },
+    ],
     ...over,
   },
   status,
@@ -23,18 +28,47 @@ const deployment = (status: NonNullable<WatchedObject['status']>, over: Partial<
 describe('ChangeFilter', () => {
   it('signals a new MachineModel and ignores its own status writes, labels and annotations', () => {
     const f = new ChangeFilter();
-    expect(f.observe('MachineModel', 'added', model())).toMatchObject({ namespace: 'ns', name: 'm', signal: 'reconcile' });
+    expect(f.observe('MachineModel', 'added', model())).toMatchObject({
+      namespace: 'ns',
+      name: 'm',
+      signal: 'reconcile',
+    });
     expect(f.observe('MachineModel', 'updated', model({ resourceVersion: '2' }, { phase: 'Ready' }))).toBeUndefined();
-    expect(f.observe('MachineModel', 'updated', model({ resourceVersion: '3', labels: { a: 'b' }, annotations: { x: 'y' } }))).toBeUndefined();
+    expect(
+      f.observe(
+        'MachineModel',
+        'updated',
+        model({ resourceVersion: '3', labels: { a: 'b' }, annotations: { x: 'y' } }),
+      ),
+    ).toBeUndefined();
   });
 
   it('signals spec changes, deletion, finalizer changes and the resync annotation', () => {
     const f = new ChangeFilter();
     f.observe('MachineModel', 'added', model());
     expect(f.observe('MachineModel', 'updated', model({ generation: 2 }))).toBeDefined();
-    expect(f.observe('MachineModel', 'updated', model({ generation: 2, deletionTimestamp: '2026-01-01T00:00:00Z' }))).toBeDefined();
-    expect(f.observe('MachineModel', 'updated', model({ generation: 2, deletionTimestamp: '2026-01-01T00:00:00Z', finalizers: ['x'] }))).toBeDefined();
-    expect(f.observe('MachineModel', 'updated', model({ generation: 2, deletionTimestamp: '2026-01-01T00:00:00Z', finalizers: ['x'], annotations: { 'stable.example.com/resync': 'now' } }))).toBeDefined();
+    expect(
+      f.observe('MachineModel', 'updated', model({ generation: 2, deletionTimestamp: '2026-01-01T00:00:00Z' })),
+    ).toBeDefined();
+    expect(
+      f.observe(
+        'MachineModel',
+        'updated',
+        model({ generation: 2, deletionTimestamp: '2026-01-01T00:00:00Z', finalizers: ['x'] }),
+      ),
+    ).toBeDefined();
+    expect(
+      f.observe(
+        'MachineModel',
+        'updated',
+        model({
+          generation: 2,
+          deletionTimestamp: '2026-01-01T00:00:00Z',
+          finalizers: ['x'],
+          annotations: { 'stable.example.com/resync': 'now' },
+        }),
+      ),
+    ).toBeDefined();
     expect(f.observe('MachineModel', 'deleted', model())).toMatchObject({ signal: 'deleted', uid: 'u1' });
   });
 
@@ -42,7 +76,11 @@ describe('ChangeFilter', () => {
     const f = new ChangeFilter();
     f.observe('MachineModel', 'added', model());
     const s = { observedGeneration: 1, replicas: 2, readyReplicas: 1, updatedReplicas: 2, availableReplicas: 1 };
-    expect(f.observe('Deployment', 'added', deployment(s))).toMatchObject({ name: 'm', signal: 'reconcile', hint: { source: 'Deployment' } });
+    expect(f.observe('Deployment', 'added', deployment(s))).toMatchObject({
+      name: 'm',
+      signal: 'reconcile',
+      hint: { source: 'Deployment' },
+    });
     expect(f.observe('Deployment', 'updated', deployment(s, { resourceVersion: '9' }))).toBeUndefined();
     expect(f.observe('Deployment', 'updated', deployment({ ...s, readyReplicas: 2 }))).toBeDefined();
     expect(f.observe('Deployment', 'updated', deployment({ ...s, readyReplicas: 2 }, { generation: 2 }))).toBeDefined();
@@ -57,7 +95,9 @@ describe('ChangeFilter', () => {
     expect(f.observe('MachineModel', 'added', model())).toBeDefined();
     expect(f.observe('Deployment', 'updated', deployment({ ...s, readyReplicas: 0 }))).toBeDefined();
     expect(f.observe('MachineModel', 'deleted', model())).toMatchObject({ signal: 'deleted' });
-    expect(f.observe('Deployment', 'updated', deployment({ ...s, readyReplicas: 0 }, { deletionTimestamp: 'now' }))).toBeUndefined();
+    expect(
+      f.observe('Deployment', 'updated', deployment({ ...s, readyReplicas: 0 }, { deletionTimestamp: 'now' })),
+    ).toBeUndefined();
     expect(f.observe('Deployment', 'deleted', deployment(s))).toBeUndefined();
     // A new object of the same name: its children matter again.
     f.observe('MachineModel', 'added', model({ uid: 'u2' }));
@@ -79,7 +119,9 @@ describe('ChangeFilter', () => {
 
   it('finds the owning model from the controller reference, else the instance label', () => {
     expect(modelKeyOf('Service', deployment({}))).toEqual({ namespace: 'ns', name: 'm' });
-    expect(modelKeyOf('Service', { metadata: { namespace: 'ns', labels: { 'app.kubernetes.io/instance': 'x' } } })).toEqual({ namespace: 'ns', name: 'x' });
+    expect(
+      modelKeyOf('Service', { metadata: { namespace: 'ns', labels: { 'app.kubernetes.io/instance': 'x' } } }),
+    ).toEqual({ namespace: 'ns', name: 'x' });
     expect(modelKeyOf('Service', { metadata: { namespace: 'ns' } })).toBeUndefined();
   });
 });

@@ -2,7 +2,15 @@ import { describe, expect, it } from 'vitest';
 import { caddyRoute } from '../../activities/gateway/caddy.js';
 import { httpRoute } from '../../activities/gateway/gateway-api.js';
 import { defaultBuildOptions } from '../../src/core/desired-state.js';
-import { collisionLosers, findConflict, parseRouteId, prefixesCollide, routeId, routeSpec, wantsRoute } from '../../src/core/gateway-route.js';
+import {
+  collisionLosers,
+  findConflict,
+  parseRouteId,
+  prefixesCollide,
+  routeId,
+  routeSpec,
+  wantsRoute,
+} from '../../src/core/gateway-route.js';
 import { validateSpec } from '../../src/core/validation.js';
 
 const ref = { namespace: 'ml', name: 'clf', uid: '1234-abcd' };
@@ -19,12 +27,30 @@ describe('route identity', () => {
 describe('routeSpec', () => {
   it('defaults the path prefix to /models/<ns>/<name> and points at the Service', () => {
     const r = routeSpec(ref, spec, defaultBuildOptions);
-    expect(r).toMatchObject({ pathPrefix: '/models/ml/clf', hostnames: [], protocol: 'http', service: { host: 'clf.ml.svc.cluster.local', port: 80 } });
+    expect(r).toMatchObject({
+      pathPrefix: '/models/ml/clf',
+      hostnames: [],
+      protocol: 'http',
+      service: { host: 'clf.ml.svc.cluster.local', port: 80 },
+    });
   });
 
-  it('takes the model\'s own prefix (without trailing slash) and hostnames; gRPC goes to 9000 over HTTP/2', () => {
-    const r = routeSpec(ref, { ...spec, endpointType: 'gRPC', gateway: { pathPrefix: '/team/clf/', hostnames: ['b.example.com', 'a.example.com'] } }, defaultBuildOptions);
-    expect(r).toMatchObject({ pathPrefix: '/team/clf', hostnames: ['a.example.com', 'b.example.com'], protocol: 'grpc', service: { port: 9000 } });
+  it("takes the model's own prefix (without trailing slash) and hostnames; gRPC goes to 9000 over HTTP/2", () => {
+    const r = routeSpec(
+      ref,
+      {
+        ...spec,
+        endpointType: 'gRPC',
+        gateway: { pathPrefix: '/team/clf/', hostnames: ['b.example.com', 'a.example.com'] },
+      },
+      defaultBuildOptions,
+    );
+    expect(r).toMatchObject({
+      pathPrefix: '/team/clf',
+      hostnames: ['a.example.com', 'b.example.com'],
+      protocol: 'grpc',
+      service: { port: 9000 },
+    });
     expect(caddyRoute(r).handle?.[1]).toMatchObject({ transport: { versions: ['h2c', '2'] } });
   });
 
@@ -48,10 +74,13 @@ describe('collisions', () => {
     expect(findConflict(wanted, [mine])).toEqual({ kind: 'none' });
     const other = { id: 'x', owner: { namespace: 'ml', name: 'other', uid: 'u' }, pathPrefix: '/models/ml' };
     expect(findConflict(wanted, [mine, other])).toEqual({ kind: 'taken', by: 'MachineModel ml/other' });
-    expect(findConflict(wanted, [{ id: 'manual', pathPrefix: '/models/ml/clf/v1' }])).toEqual({ kind: 'taken', by: 'route manual' });
+    expect(findConflict(wanted, [{ id: 'manual', pathPrefix: '/models/ml/clf/v1' }])).toEqual({
+      kind: 'taken',
+      by: 'route manual',
+    });
   });
 
-  it('after a race, keeps the oldest model\'s route and names the younger colliding ones as losers', () => {
+  it("after a race, keeps the oldest model's route and names the younger colliding ones as losers", () => {
     const route = (name: string, uid: string, pathPrefix: string, createdAt: string) => ({
       id: routeId({ namespace: 'ml', name, uid }),
       owner: { namespace: 'ml', name, uid },

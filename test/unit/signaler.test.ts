@@ -17,10 +17,14 @@ describe('Signaler', () => {
     const sent: string[] = [];
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
-    const s = new Signaler(async (r) => {
-      sent.push(`${r.name}@${r.hint.resourceVersion}`);
-      if (sent.length === 1) await gate;
-    }, quiet, { concurrency: 1, backoffMs: { initial: 1, max: 1 } });
+    const s = new Signaler(
+      async (r) => {
+        sent.push(`${r.name}@${r.hint.resourceVersion}`);
+        if (sent.length === 1) await gate;
+      },
+      quiet,
+      { concurrency: 1, backoffMs: { initial: 1, max: 1 } },
+    );
     s.enqueue(req('a', 'reconcile', '1'));
     for (let i = 2; i <= 50; i++) s.enqueue(req('a', 'reconcile', String(i)));
     release();
@@ -31,10 +35,14 @@ describe('Signaler', () => {
   it('keeps requests while Temporal is unreachable and delivers them when it returns', async () => {
     let up = false;
     const delivered = new Set<string>();
-    const s = new Signaler(async (r) => {
-      if (!up) throw new Error('connection refused');
-      delivered.add(r.name);
-    }, quiet, { concurrency: 4, backoffMs: { initial: 5, max: 20 } });
+    const s = new Signaler(
+      async (r) => {
+        if (!up) throw new Error('connection refused');
+        delivered.add(r.name);
+      },
+      quiet,
+      { concurrency: 4, backoffMs: { initial: 5, max: 20 } },
+    );
     for (const n of ['a', 'b', 'c', 'd', 'e', 'f']) s.enqueue(req(n));
     await sleep(60);
     expect(delivered.size).toBe(0);

@@ -15,69 +15,157 @@ const readiness = (ready: number, desired = 2): Readiness => ({
 
 describe('computeStatus', () => {
   it('reports Ready with conditions, replicas, URL and observed generation', () => {
-    const s = computeStatus(undefined, { generation: 3, verdict: { kind: 'ready' }, readiness: readiness(2), inferenceURL: 'http://m', now: 't1' });
+    const s = computeStatus(undefined, {
+      generation: 3,
+      verdict: { kind: 'ready' },
+      readiness: readiness(2),
+      inferenceURL: 'http://m',
+      now: 't1',
+    });
     expect(s).toMatchObject({ phase: 'Ready', replicas: 2, observedGeneration: 3, inferenceURL: 'http://m' });
-    expect(s.conditions?.find((c) => c.type === 'Ready')).toMatchObject({ status: 'True', reason: 'ModelReady', lastTransitionTime: 't1' });
+    expect(s.conditions?.find((c) => c.type === 'Ready')).toMatchObject({
+      status: 'True',
+      reason: 'ModelReady',
+      lastTransitionTime: 't1',
+    });
     expect(s.conditions?.find((c) => c.type === 'Available')).toMatchObject({ status: 'True' });
   });
 
   it('keeps lastTransitionTime while a condition keeps its status', () => {
-    const first = computeStatus(undefined, { generation: 1, verdict: { kind: 'progressing' }, readiness: readiness(0), now: 't1' });
-    const second = computeStatus(first, { generation: 1, verdict: { kind: 'progressing' }, readiness: readiness(1), now: 't2' });
+    const first = computeStatus(undefined, {
+      generation: 1,
+      verdict: { kind: 'progressing' },
+      readiness: readiness(0),
+      now: 't1',
+    });
+    const second = computeStatus(first, {
+      generation: 1,
+      verdict: { kind: 'progressing' },
+      readiness: readiness(1),
+      now: 't2',
+    });
     expect(second.conditions?.find((c) => c.type === 'Ready')?.lastTransitionTime).toBe('t1');
-    const third = computeStatus(second, { generation: 1, verdict: { kind: 'ready' }, readiness: readiness(2), now: 't3' });
+    const third = computeStatus(second, {
+      generation: 1,
+      verdict: { kind: 'ready' },
+      readiness: readiness(2),
+      now: 't3',
+    });
     expect(third.conditions?.find((c) => c.type === 'Ready')?.lastTransitionTime).toBe('t3');
   });
 
   it('says why it failed', () => {
-    const s = computeStatus(undefined, { generation: 1, verdict: { kind: 'deadline-exceeded', deadlineSeconds: 600 }, readiness: readiness(0), now: 't' });
+    const s = computeStatus(undefined, {
+      generation: 1,
+      verdict: { kind: 'deadline-exceeded', deadlineSeconds: 600 },
+      readiness: readiness(0),
+      now: 't',
+    });
     expect(s.phase).toBe('Failed');
     expect(s.conditions?.find((c) => c.type === 'Ready')).toMatchObject({ reason: 'ProgressDeadlineExceeded' });
-    const f = computeStatus(undefined, { generation: 1, verdict: { kind: 'failed', reason: 'InvalidSpec', message: 'spec.image is required' }, now: 't' });
-    expect(f.conditions?.find((c) => c.type === 'Ready')).toMatchObject({ status: 'False', reason: 'InvalidSpec', message: 'spec.image is required' });
-    expect(f.conditions?.find((c) => c.type === 'Available')).toMatchObject({ status: 'Unknown', reason: 'DeploymentNotFound' });
+    const f = computeStatus(undefined, {
+      generation: 1,
+      verdict: { kind: 'failed', reason: 'InvalidSpec', message: 'spec.image is required' },
+      now: 't',
+    });
+    expect(f.conditions?.find((c) => c.type === 'Ready')).toMatchObject({
+      status: 'False',
+      reason: 'InvalidSpec',
+      message: 'spec.image is required',
+    });
+    expect(f.conditions?.find((c) => c.type === 'Available')).toMatchObject({
+      status: 'Unknown',
+      reason: 'DeploymentNotFound',
+    });
   });
 
-  it('reports a rollout the scheduler cannot place as Pending, with the scheduler\'s reason', () => {
+  it("reports a rollout the scheduler cannot place as Pending, with the scheduler's reason", () => {
     const unschedulable = { pods: 2, message: '0/1 nodes are available: 1 Insufficient nvidia.com/gpu.' };
-    const s = computeStatus(undefined, { generation: 1, verdict: { kind: 'progressing' }, readiness: { ...readiness(0), unschedulable }, now: 't' });
+    const s = computeStatus(undefined, {
+      generation: 1,
+      verdict: { kind: 'progressing' },
+      readiness: { ...readiness(0), unschedulable },
+      now: 't',
+    });
     expect(s.phase).toBe('Pending');
     expect(s.conditions?.find((c) => c.type === 'Ready')).toMatchObject({
       status: 'False',
       reason: 'Unschedulable',
-      message: expect.stringContaining('2 pods cannot be scheduled: 0/1 nodes are available: 1 Insufficient nvidia.com/gpu.'),
+      message: expect.stringContaining(
+        '2 pods cannot be scheduled: 0/1 nodes are available: 1 Insufficient nvidia.com/gpu.',
+      ),
     });
     // Past the progress deadline it is Failed, and the message still names the cause.
-    const late = computeStatus(s, { generation: 1, verdict: { kind: 'deadline-exceeded', deadlineSeconds: 600 }, readiness: { ...readiness(0), unschedulable }, now: 't2' });
+    const late = computeStatus(s, {
+      generation: 1,
+      verdict: { kind: 'deadline-exceeded', deadlineSeconds: 600 },
+      readiness: { ...readiness(0), unschedulable },
+      now: 't2',
+    });
     expect(late.phase).toBe('Failed');
     expect(late.conditions?.find((c) => c.type === 'Ready')?.message).toContain('Insufficient nvidia.com/gpu');
     // Scheduled again: back to Deploying.
-    expect(computeStatus(s, { generation: 1, verdict: { kind: 'progressing' }, readiness: readiness(1), now: 't3' }).phase).toBe('Deploying');
+    expect(
+      computeStatus(s, { generation: 1, verdict: { kind: 'progressing' }, readiness: readiness(1), now: 't3' }).phase,
+    ).toBe('Deploying');
   });
 
   it('says whether the autoscaler can act, and drops that condition once there is no autoscaler', () => {
-    const blind = { scalingActive: { status: 'False' as const, reason: 'FailedGetResourceMetric', message: 'unable to get metrics for resource cpu' } };
-    const s = computeStatus(undefined, { generation: 1, verdict: { kind: 'ready' }, readiness: { ...readiness(2), autoscaler: blind }, now: 't' });
+    const blind = {
+      scalingActive: {
+        status: 'False' as const,
+        reason: 'FailedGetResourceMetric',
+        message: 'unable to get metrics for resource cpu',
+      },
+    };
+    const s = computeStatus(undefined, {
+      generation: 1,
+      verdict: { kind: 'ready' },
+      readiness: { ...readiness(2), autoscaler: blind },
+      now: 't',
+    });
     expect(s.phase).toBe('Ready');
     expect(s.conditions?.find((c) => c.type === 'Autoscaling')).toMatchObject({
       status: 'False',
       reason: 'FailedGetResourceMetric',
       message: 'the autoscaler cannot scale: unable to get metrics for resource cpu',
     });
-    const fresh = computeStatus(undefined, { generation: 1, verdict: { kind: 'ready' }, readiness: { ...readiness(2), autoscaler: {} }, now: 't' });
-    expect(fresh.conditions?.find((c) => c.type === 'Autoscaling')).toMatchObject({ status: 'Unknown', reason: 'NotReported' });
+    const fresh = computeStatus(undefined, {
+      generation: 1,
+      verdict: { kind: 'ready' },
+      readiness: { ...readiness(2), autoscaler: {} },
+      now: 't',
+    });
+    expect(fresh.conditions?.find((c) => c.type === 'Autoscaling')).toMatchObject({
+      status: 'Unknown',
+      reason: 'NotReported',
+    });
     const fixed = computeStatus(s, { generation: 2, verdict: { kind: 'ready' }, readiness: readiness(2), now: 't2' });
     expect(fixed.conditions?.map((c) => c.type)).not.toContain('Autoscaling');
     // A failure before anything was observed says nothing about the autoscaler, so its condition stays.
-    const failed = computeStatus(s, { generation: 2, verdict: { kind: 'failed', reason: 'Forbidden', message: 'x' }, now: 't3' });
+    const failed = computeStatus(s, {
+      generation: 2,
+      verdict: { kind: 'failed', reason: 'Forbidden', message: 'x' },
+      now: 't3',
+    });
     expect(failed.conditions?.map((c) => c.type)).toContain('Autoscaling');
   });
 
   it('detects when nothing would change', () => {
-    const a = computeStatus(undefined, { generation: 1, verdict: { kind: 'ready' }, readiness: readiness(2), now: 't1' });
+    const a = computeStatus(undefined, {
+      generation: 1,
+      verdict: { kind: 'ready' },
+      readiness: readiness(2),
+      now: 't1',
+    });
     const b = computeStatus(a, { generation: 1, verdict: { kind: 'ready' }, readiness: readiness(2), now: 't2' });
     expect(statusDiffers(a, b)).toBe(false);
-    expect(statusDiffers(a, computeStatus(a, { generation: 2, verdict: { kind: 'ready' }, readiness: readiness(2), now: 't2' }))).toBe(true);
+    expect(
+      statusDiffers(
+        a,
+        computeStatus(a, { generation: 2, verdict: { kind: 'ready' }, readiness: readiness(2), now: 't2' }),
+      ),
+    ).toBe(true);
   });
 
   it('adds conditions in order and replaces by type', () => {
@@ -99,7 +187,11 @@ describe('isReady', () => {
 });
 
 describe('decideProgress', () => {
-  const cfg = { progressDeadlineSeconds: 600, driftCheckSeconds: 600, readinessRecheckSeconds: { initial: 2, max: 60 } };
+  const cfg = {
+    progressDeadlineSeconds: 600,
+    driftCheckSeconds: 600,
+    readinessRecheckSeconds: { initial: 2, max: 60 },
+  };
 
   it('backs off while progressing, never past the deadline', () => {
     let s = { notReadyChecks: 0 } as { progressStartedAt?: number; notReadyChecks: number };

@@ -2,7 +2,13 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import YAML from 'yaml';
-import { imageReferencePattern, parseQuantity, serviceNamePattern, validateName, validateSpec } from '../../src/core/validation.js';
+import {
+  imageReferencePattern,
+  parseQuantity,
+  serviceNamePattern,
+  validateName,
+  validateSpec,
+} from '../../src/core/validation.js';
 import type { MachineModelSpec } from '../../src/core/api.js';
 import { badInputs } from '../support/bad-inputs.js';
 import { seedExample } from '../support/models.js';
@@ -30,17 +36,26 @@ describe('validateSpec', () => {
   });
 
   it('accepts common image references and rejects malformed ones', () => {
-    for (const ok of ['nginx', 'nginx:1.25', 'localhost:5000/team/model:v1', 'ghcr.io/org/m@sha256:' + 'a'.repeat(64)]) {
+    for (const ok of [
+      'nginx',
+      'nginx:1.25',
+      'localhost:5000/team/model:v1',
+      'ghcr.io/org/m@sha256:' + 'a'.repeat(64),
+    ]) {
       expect(validateSpec({ image: ok, modelPath: '/m', resources: { cpu: '1', memory: '1Gi' } })).toEqual([]);
     }
     for (const bad of ['repo/UPPER', 'a b', 'repo:', ':tag', 'a//b']) {
-      expect(validateSpec({ image: bad, modelPath: '/m', resources: { cpu: '1', memory: '1Gi' } }).join()).toMatch(/image/);
+      expect(validateSpec({ image: bad, modelPath: '/m', resources: { cpu: '1', memory: '1Gi' } }).join()).toMatch(
+        /image/,
+      );
     }
   });
 });
 
 describe('the CRD and validation.ts agree', () => {
-  const crd = YAML.parse(readFileSync(fileURLToPath(new URL('../../crds/machinemodels.stable.example.com.yaml', import.meta.url)), 'utf8'));
+  const crd = YAML.parse(
+    readFileSync(fileURLToPath(new URL('../../crds/machinemodels.stable.example.com.yaml', import.meta.url)), 'utf8'),
+  );
   const schema = crd.spec.versions[0].schema.openAPIV3Schema;
 
   it('uses the same image pattern', () => {

@@ -25,7 +25,11 @@ class FakeCluster {
   generation = 1;
   deleting = false;
   finalizers: string[] = [];
-  spec: MachineModelSpec = { image: 'registry.example/m:1', modelPath: '/models/m', resources: { cpu: '1', memory: '1Gi' } };
+  spec: MachineModelSpec = {
+    image: 'registry.example/m:1',
+    modelPath: '/models/m',
+    resources: { cpu: '1', memory: '1Gi' },
+  };
   ready = false;
   status: MachineModelStatus | undefined;
   verdicts: string[] = [];
@@ -79,7 +83,12 @@ class FakeCluster {
         this.count('applyChildren');
         if (this.applyDelayMs) await new Promise((r) => setTimeout(r, this.applyDelayMs));
         if (this.applyFailure) throw this.applyFailure;
-        return { changes: [], inferenceURL: 'http://m.default.svc.cluster.local:80', selector: 'app=m', autoscaler: false };
+        return {
+          changes: [],
+          inferenceURL: 'http://m.default.svc.cluster.local:80',
+          selector: 'app=m',
+          autoscaler: false,
+        };
       },
       observeReadiness: async () => {
         this.count('observeReadiness');
@@ -105,14 +114,22 @@ class FakeCluster {
       registerRoute: async (snap) => {
         this.count('registerRoute');
         if (!this.gatewayConfigured) return { configured: false, registered: false, changes: [] };
-        if (this.gatewayDown) throw ApplicationFailure.retryable('Caddy admin API is unreachable', 'GatewayUnavailable');
+        if (this.gatewayDown)
+          throw ApplicationFailure.retryable('Caddy admin API is unreachable', 'GatewayUnavailable');
         this.routes.add(snap.ref.uid);
         const url = 'http://gateway.example/models/default/m';
-        return { configured: true, registered: true, url, changes: [], condition: { type: 'GatewayRegistered', status: 'True', reason: 'Registered', message: url } };
+        return {
+          configured: true,
+          registered: true,
+          url,
+          changes: [],
+          condition: { type: 'GatewayRegistered', status: 'True', reason: 'Registered', message: url },
+        };
       },
       unregisterRoute: async (r) => {
         this.count('unregisterRoute');
-        if (this.gatewayConfigured && this.gatewayDown) throw ApplicationFailure.retryable('Caddy admin API is unreachable', 'GatewayUnavailable');
+        if (this.gatewayConfigured && this.gatewayDown)
+          throw ApplicationFailure.retryable('Caddy admin API is unreachable', 'GatewayUnavailable');
         return { removed: this.routes.delete(r.uid) };
       },
       inspectGateway: async () => ({ orphans: [], collisions: [], unpublished: [] }),
@@ -142,7 +159,12 @@ afterAll(async () => {
 
 async function withWorker(cluster: FakeCluster, fn: (taskQueue: string) => Promise<void>) {
   const taskQueue = `wf-${randomUUID()}`;
-  const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle, activities: cluster.activities() });
+  const worker = await Worker.create({
+    connection: env.nativeConnection,
+    taskQueue,
+    workflowBundle,
+    activities: cluster.activities(),
+  });
   await worker.runUntil(fn(taskQueue));
 }
 
@@ -187,7 +209,11 @@ describe('machineModelWorkflow', () => {
     await withWorker(cluster, async (tq) => {
       const handle = await start(tq);
       await until('the first round to apply', () => (cluster.calls.applyChildren ?? 0) >= 1);
-      await Promise.all(Array.from({ length: 100 }, (_, i) => handle.signal(reconcileSignal, { source: 'MachineModel', event: 'updated', resourceVersion: String(i) })));
+      await Promise.all(
+        Array.from({ length: 100 }, (_, i) =>
+          handle.signal(reconcileSignal, { source: 'MachineModel', event: 'updated', resourceVersion: String(i) }),
+        ),
+      );
       await until('the storm to be handled', async () => {
         const s = await handle.query(stateQuery);
         return s.signals === 100 && !s.pendingWork && !s.roundInProgress;
@@ -225,7 +251,10 @@ describe('machineModelWorkflow', () => {
       for (let i = 0; i < 5; i++) {
         await handle.executeUpdate(reconcileNowUpdate, { args: [{}] }).catch(() => undefined);
       }
-      await until('several runs', async () => (await env.client.workflow.getHandle(handle.workflowId).query(stateQuery)).runs >= 3);
+      await until(
+        'several runs',
+        async () => (await env.client.workflow.getHandle(handle.workflowId).query(stateQuery)).runs >= 3,
+      );
       const state = await env.client.workflow.getHandle(handle.workflowId).query(stateQuery);
       expect(state.rounds).toBeGreaterThanOrEqual(5);
       expect(state.uid).toBe('uid-1');
@@ -288,8 +317,12 @@ describe('machineModelWorkflow', () => {
       cluster.deleting = true;
       await handle.signal(reconcileSignal, { source: 'MachineModel', event: 'updated' });
       // The condition is written before the Event is recorded: wait for both, not one then the other.
-      await until('UnregisterPending and its Event', () =>
-        (cluster.status?.conditions?.some((c) => c.reason === 'UnregisterPending') ?? false) && cluster.eventReasons.includes('GatewayUnavailable'));
+      await until(
+        'UnregisterPending and its Event',
+        () =>
+          (cluster.status?.conditions?.some((c) => c.reason === 'UnregisterPending') ?? false) &&
+          cluster.eventReasons.includes('GatewayUnavailable'),
+      );
       expect(cluster.finalizers).toContain(finalizerName);
 
       cluster.gatewayDown = false;
@@ -331,7 +364,10 @@ describe('machineModelWorkflow', () => {
 
   it('turns a permanent error into phase Failed without retrying it', async () => {
     const cluster = new FakeCluster();
-    cluster.applyFailure = ApplicationFailure.nonRetryable('Deployment default/m exists and is not owned by this MachineModel', 'NotOwned');
+    cluster.applyFailure = ApplicationFailure.nonRetryable(
+      'Deployment default/m exists and is not owned by this MachineModel',
+      'NotOwned',
+    );
     await withWorker(cluster, async (tq) => {
       const handle = await start(tq);
       await until('Failed', () => cluster.status?.phase === 'Failed');
