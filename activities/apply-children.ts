@@ -1,5 +1,4 @@
 import type { KubernetesObject } from '@kubernetes/client-node';
-import { ApplicationFailure } from '@temporalio/common';
 import type { ModelRef } from '../src/core/api.js';
 import {
   buildAutoscaler,
@@ -13,7 +12,7 @@ import {
 } from '../src/core/desired-state.js';
 import { ownershipOf } from '../src/core/ownership.js';
 import type { ActivityDeps } from './deps.js';
-import { classify, permanent, permanentFailureTypes } from './errors.js';
+import { fail, kubeFailure } from './failure.js';
 import { recordEventBestEffort } from './events.js';
 import type { ModelSnapshot } from './read-model.js';
 
@@ -39,16 +38,17 @@ export function applyChildrenActivity({ kube, build }: ActivityDeps) {
     const live = await kube.read<Live>(apiVersion, childKind, ref.namespace, ref.name);
     const owner = ownershipOf(live as Parameters<typeof ownershipOf>[0], ref);
     if (owner === 'foreign') {
-      throw permanent(
-        permanentFailureTypes.notOwned,
+      throw fail(
+        'NotOwned',
         `${childKind} ${ref.namespace}/${ref.name} exists and is not owned by this MachineModel; ` +
           'delete or rename it, or give the MachineModel another name',
       );
     }
     if (owner === 'previous') {
-      throw ApplicationFailure.retryable(
-        `${childKind} ${ref.namespace}/${ref.name} still belongs to a deleted MachineModel of the same name; waiting for the garbage collector`,
+      throw fail(
         'PreviousOwner',
+        `${childKind} ${ref.namespace}/${ref.name} still belongs to a deleted MachineModel of the same name; ` +
+          'waiting for the garbage collector',
       );
     }
     return live;
@@ -77,7 +77,7 @@ export function applyChildrenActivity({ kube, build }: ActivityDeps) {
         changes.push({ kind: 'HorizontalPodAutoscaler', action: 'deleted' });
       }
     } catch (err) {
-      throw classify(err, `applying children of MachineModel ${ref.namespace}/${ref.name}`);
+      throw kubeFailure(err, `applying children of MachineModel ${ref.namespace}/${ref.name}`);
     } finally {
       for (const c of changes) {
         await recordEventBestEffort(

@@ -1,7 +1,6 @@
-import { ApplicationFailure } from '@temporalio/common';
 import { finalizerName, type ModelRef } from '../src/core/api.js';
 import type { ActivityDeps } from './deps.js';
-import { classify } from './errors.js';
+import { fail, kubeFailure } from './failure.js';
 import { apiStatus } from '../src/plumbing/kube-errors.js';
 
 // Finalizer changes are JSON patches that first test the uid and resourceVersion: they never touch a
@@ -52,11 +51,8 @@ async function patchFinalizers(
     if (apiStatus(err) === 404) return false;
     // A failed `test` (the object changed since we read it) comes back as 422 or 409: read again.
     if (apiStatus(err) === 422 || apiStatus(err) === 409) {
-      throw ApplicationFailure.retryable(
-        `${action} on MachineModel ${ref.namespace}/${ref.name}: the object changed meanwhile`,
-        'Conflict',
-      );
+      throw fail('Conflict', `${action} on MachineModel ${ref.namespace}/${ref.name}: the object changed meanwhile`);
     }
-    throw classify(err, `${action} on MachineModel ${ref.namespace}/${ref.name}`);
+    throw kubeFailure(err, `${action} on MachineModel ${ref.namespace}/${ref.name}`);
   }
 }

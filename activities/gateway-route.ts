@@ -1,5 +1,4 @@
 // Publishing models on the API gateway, and removing their routes.
-import { ApplicationFailure } from '@temporalio/common';
 import type { Condition, MachineModel, ModelRef } from '../src/core/api.js';
 import {
   collisionLosers,
@@ -14,6 +13,7 @@ import {
   type RouteSpec,
 } from '../src/core/gateway-route.js';
 import type { ActivityDeps } from './deps.js';
+import { gatewayFailure } from './failure.js';
 import { GatewayMisconfigured } from './gateway/driver.js';
 import type { ModelSnapshot } from './read-model.js';
 
@@ -44,12 +44,6 @@ function ownedRoutes(routes: ExistingRoute[], models: MachineModel[]): OwnedRout
   return routes.flatMap((r) =>
     r.owner && created.has(r.id) ? [{ ...r, owner: r.owner, createdAt: created.get(r.id)! }] : [],
   );
-}
-
-/** Gateway outages are retryable; configuration problems become a condition instead. */
-function rethrow(err: unknown): never {
-  if (err instanceof GatewayMisconfigured) throw ApplicationFailure.nonRetryable(err.message, 'GatewayMisconfigured');
-  throw ApplicationFailure.retryable(err instanceof Error ? err.message : String(err), 'GatewayUnavailable');
 }
 
 export function registerRouteActivity({ gateway, build, kube }: ActivityDeps) {
@@ -134,7 +128,7 @@ export function registerRouteActivity({ gateway, build, kube }: ActivityDeps) {
           changes,
         };
       }
-      rethrow(err);
+      throw gatewayFailure(err, `publishing MachineModel ${ref.namespace}/${ref.name} on the gateway`);
     }
   };
 }
@@ -145,7 +139,7 @@ export function unregisterRouteActivity({ gateway }: ActivityDeps) {
     try {
       return { removed: await gateway.remove(routeId(ref), ref) };
     } catch (err) {
-      rethrow(err);
+      throw gatewayFailure(err, `removing the gateway route of MachineModel ${ref.namespace}/${ref.name}`);
     }
   };
 }
@@ -193,7 +187,7 @@ export function inspectGatewayActivity({ gateway, kube, build }: ActivityDeps) {
           .map((m) => ({ namespace: m.metadata.namespace, name: m.metadata.name })),
       };
     } catch (err) {
-      rethrow(err);
+      throw gatewayFailure(err, 'comparing the gateway routes with the MachineModels');
     }
   };
 }
@@ -207,7 +201,7 @@ export function removeCollidingRouteActivity({ gateway, kube }: ActivityDeps) {
       if (!losers.some((r) => r.id === route.id)) return { removed: false };
       return { removed: await gateway.remove(route.id, route.owner) };
     } catch (err) {
-      rethrow(err);
+      throw gatewayFailure(err, `withdrawing the colliding route ${route.id}`);
     }
   };
 }
@@ -216,12 +210,12 @@ export function removeCollidingRouteActivity({ gateway, kube }: ActivityDeps) {
 export function removeOrphanRouteActivity({ gateway, kube }: ActivityDeps) {
   return async function removeOrphanRoute(route: ExistingRoute): Promise<{ removed: boolean }> {
     if (!gateway || !route.owner) return { removed: false };
-    const model = await kube.getModel(route.owner.namespace, route.owner.name);
-    if (model && model.metadata.uid === route.owner.uid) return { removed: false };
     try {
+      const model = await kube.getModel(route.owner.namespace, route.owner.name);
+      if (model && model.metadata.uid === route.owner.uid) return { removed: false };
       return { removed: await gateway.remove(route.id, route.owner) };
     } catch (err) {
-      rethrow(err);
+      throw gatewayFailure(err, `removing the orphan route ${route.id}`);
     }
   };
 }

@@ -4,7 +4,7 @@ import { selectorString } from '../src/core/desired-state.js';
 import { unschedulablePods } from '../src/core/pod-scheduling.js';
 import { isReady, type Readiness } from '../src/core/status.js';
 import type { ActivityDeps } from './deps.js';
-import { classify } from './errors.js';
+import { kubeFailure } from './failure.js';
 
 type ConditionSummary = { status: 'True' | 'False' | 'Unknown'; reason: string; message: string };
 
@@ -16,7 +16,7 @@ export function observeReadinessActivity({ kube }: ActivityDeps) {
   /** `autoscaler`: whether the model has an HPA (applyChildren says), so models without one cost no extra read. */
   return async function observeReadiness(ref: ModelRef, autoscaler: boolean): Promise<Readiness> {
     const d = await kube.read<V1Deployment>('apps/v1', 'Deployment', ref.namespace, ref.name).catch((err: unknown) => {
-      throw classify(err, `reading Deployment ${ref.namespace}/${ref.name}`);
+      throw kubeFailure(err, `reading Deployment ${ref.namespace}/${ref.name}`);
     });
     if (!d) {
       return {
@@ -44,7 +44,7 @@ export function observeReadinessActivity({ kube }: ActivityDeps) {
       ? await kube
           .read<V2HorizontalPodAutoscaler>('autoscaling/v2', 'HorizontalPodAutoscaler', ref.namespace, ref.name)
           .catch((err: unknown) => {
-            throw classify(err, `reading HorizontalPodAutoscaler ${ref.namespace}/${ref.name}`);
+            throw kubeFailure(err, `reading HorizontalPodAutoscaler ${ref.namespace}/${ref.name}`);
           })
       : undefined;
     if (hpa) {
@@ -54,7 +54,7 @@ export function observeReadinessActivity({ kube }: ActivityDeps) {
     if (isReady(readiness)) return readiness;
     // Only a rollout that waits is worth a pod listing: it may be waiting for the scheduler.
     const pods = await kube.listPods(ref.namespace, selectorString(ref.name)).catch((err: unknown) => {
-      throw classify(err, `listing the Pods of ${ref.namespace}/${ref.name}`);
+      throw kubeFailure(err, `listing the Pods of ${ref.namespace}/${ref.name}`);
     });
     const unschedulable = unschedulablePods(pods);
     return unschedulable ? { ...readiness, unschedulable } : readiness;

@@ -1,7 +1,7 @@
 import { finalizerName, type MachineModelSpec, type ModelRef } from '../src/core/api.js';
 import { validateName, validateSpec } from '../src/core/validation.js';
 import type { ActivityDeps } from './deps.js';
-import { classify } from './errors.js';
+import { kubeFailure } from './failure.js';
 
 /** The current object as a round needs it; the spec is small and makes each round readable in the UI. */
 export interface ModelSnapshot {
@@ -17,7 +17,7 @@ export interface ModelSnapshot {
 export function readModelActivity({ kube }: ActivityDeps) {
   return async function readModel(key: { namespace: string; name: string }): Promise<ModelSnapshot | null> {
     const obj = await kube.getModel(key.namespace, key.name).catch((err: unknown) => {
-      throw classify(err, `reading MachineModel ${key.namespace}/${key.name}`);
+      throw kubeFailure(err, `reading MachineModel ${key.namespace}/${key.name}`);
     });
     if (!obj) return null;
     return {

@@ -1,7 +1,7 @@
 import type { Condition, MachineModelStatus, ModelRef, Phase } from '../src/core/api.js';
 import { computeStatus, statusDiffers, type StatusInput } from '../src/core/status.js';
 import type { ActivityDeps } from './deps.js';
-import { classify } from './errors.js';
+import { kubeFailure } from './failure.js';
 import { apiStatus } from '../src/plumbing/kube-errors.js';
 import { recordEventBestEffort } from './events.js';
 
@@ -34,7 +34,7 @@ export function writeStatusActivity({ kube }: ActivityDeps) {
       return { phase: next.phase, conditions: next.conditions ?? [], changed: true };
     } catch (err) {
       if (apiStatus(err) === 404) return { conditions: [], changed: false };
-      throw classify(err, action);
+      throw kubeFailure(err, action);
     }
   };
 }

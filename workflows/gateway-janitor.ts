@@ -14,6 +14,9 @@ import {
 import type { Activities } from '../activities/index.js';
 import { workflowIdFor } from '../src/core/api.js';
 import { janitorSweepSignal, resyncSignal, type JanitorInput } from './definitions.js';
+import type { PatchId } from './patches.js';
+
+const gatewayCollisionsPatch: PatchId = 'gateway-collisions';
 
 const { inspectGateway, removeOrphanRoute, removeCollidingRoute } = proxyActivities<Activities>({
   startToCloseTimeout: '60 seconds',
@@ -32,7 +35,7 @@ export async function gatewayJanitorWorkflow(input: JanitorInput): Promise<void>
       if ((await removeOrphanRoute(route)).removed) removed++;
     }
     // The loser's workflow is woken below (its route is now missing) and reports the conflict.
-    if (patched('gateway-collisions')) {
+    if (patched(gatewayCollisionsPatch)) {
       // `?? []`: an activity worker of the previous version, during a rollout, reports no collisions.
       for (const route of collisions ?? []) {
         if ((await removeCollidingRoute(route)).removed) {

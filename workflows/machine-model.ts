@@ -1,26 +1,43 @@
 // The reconcile loop of one MachineModel, as a durable workflow: orchestration only. Every read and
-// write is an activity; every decision is a pure function from src/.
+// write is an activity (activities/); every decision is a pure function (src/core/).
+//
+// The reconcile contract (after controller-runtime's Reconciler and kube-rs's reconcile + error_policy):
+// - A round is level-triggered and idempotent. It reads the current object and children and acts on
+//   the difference; run again with nothing changed, it writes nothing. A signal only says "look again".
+// - The finalizer table (src/core/lifecycle.ts) makes a round `apply` or `cleanup`. apply adds the
+//   finalizer before anything outside the object's namespace (the gateway) is touched.
+// - cleanup may assume that the object is deleting or gone, that its children go with it through
+//   their owner references, and that an earlier cleanup may have run in part: every step is
+//   idempotent. It removes what lies outside the namespace (the gateway route), then the finalizer,
+//   which stays for as long as the gateway has not confirmed.
+// - A run completes after a cleanup (or gone) round. It continues as new instead when a signal may
+//   concern a new object of the same name, after maxRoundsPerRun rounds, or when the server suggests.
+// - Errors follow the failure vocabulary (src/core/failures.ts). A retryable one is retried inside its
+//   activity with exponential backoff (1 s to 30 s, no limit): the round waits and the Web UI shows
+//   the attempts. A terminal one ends the round with phase Failed, its reason and message, and nothing
+//   retries it until a signal or the drift check. A terminating namespace is a deletion under way, not
+//   a failure. Gateway steps have an attempt limit; their failures become a condition (see gateway.ts).
+// - nextCheckSeconds is how long the workflow sleeps after a round unless a signal comes first: the
+//   readiness backoff (2 s doubling to 60 s, never past the progress deadline) while a rollout
+//   progresses, at most 30 s while the gateway is away, the drift check (600 s) once settled.
 import {
-  ActivityFailure,
-  ApplicationFailure,
   allHandlersFinished,
   condition,
   continueAsNew,
   patched,
-  proxyActivities,
   setCurrentDetails,
-  sleep,
   setHandler,
+  sleep,
   upsertMemo,
   upsertSearchAttributes,
   workflowInfo,
-  type ActivityOptions,
 } from '@temporalio/workflow';
-import type { Activities, ModelSnapshot } from '../activities/index.js';
+import type { ModelSnapshot, WriteStatusInput } from '../activities/index.js';
 import type { ModelRef, Phase } from '../src/core/api.js';
-import { defaultWorkflowConfig, type WorkflowConfig } from '../src/core/reconcile-timing.js';
+import { errorPolicy, requeueSeconds, type FailureType } from '../src/core/failures.js';
+import { lifecycleOf } from '../src/core/lifecycle.js';
 import { decideProgress } from '../src/core/progress.js';
-import { phaseAttribute } from './search-attributes.js';
+import { defaultWorkflowConfig, type WorkflowConfig } from '../src/core/reconcile-timing.js';
 import { isReady, type Verdict } from '../src/core/status.js';
 import {
   deletedSignal,
@@ -31,59 +48,46 @@ import {
   type CarriedState,
   type MachineModelWorkflowInput,
   type RoundOutcome,
+  type WorkflowStateView,
 } from './definitions.js';
+import { gatewayRetryMaxSeconds, gatewaySteps } from './gateway.js';
+import type { PatchId } from './patches.js';
+import { phaseAttribute } from './search-attributes.js';
+import { failureOf, step } from './steps.js';
 
-const activityOptions: ActivityOptions = {
-  // Each activity is one or a few API calls; a short limit lets a crashed worker's tasks move on quickly.
-  startToCloseTimeout: '20 seconds',
-  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '30 seconds' },
-};
-// A gateway outage must not hold a round: a few quick attempts, then the workflow says so in a
-// condition and retries on its own timer.
-const gatewayOptions: ActivityOptions = {
-  startToCloseTimeout: '20 seconds',
-  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '4 seconds', maximumAttempts: 3 },
-};
-const activities = proxyActivities<Activities>(activityOptions);
-
-/** Runs an activity with a one-line summary that the Web UI shows in the event history. */
-function step<K extends keyof Activities>(
-  name: K,
-  summary: string,
-  ...args: Parameters<Activities[K]>
-): ReturnType<Activities[K]> {
-  return stepWith(activityOptions, name, summary, ...args);
-}
-
-function stepWith<K extends keyof Activities>(
-  options: ActivityOptions,
-  name: K,
-  summary: string,
-  ...args: Parameters<Activities[K]>
-): ReturnType<Activities[K]> {
-  const fn = activities[name] as unknown as {
-    executeWithOptions(o: ActivityOptions, a: unknown[]): ReturnType<Activities[K]>;
-  };
-  return fn.executeWithOptions({ ...options, summary }, args);
-}
-
-/** Gateway registration (route publication and removal) was added after the first release. */
-const gatewayPatch = 'gateway-registration';
 /** A finished run continues as new only for signals that may concern another object of its name. */
-const ownSignalsPatch = 'finish-ignores-own-signals';
-/** Longest wait between attempts to remove a route while the gateway is away. */
-const gatewayRetryMaxSeconds = 30;
+const ownSignalsPatch: PatchId = 'finish-ignores-own-signals';
+const invalidSpec: FailureType = 'InvalidSpec';
 
-/** A non-retryable activity failure (invalid spec, not owned, forbidden, rejected) becomes a Failed phase. */
-function failureOf(err: unknown): { reason: string; message: string } | undefined {
-  if (!(err instanceof ActivityFailure)) return undefined;
-  const cause = err.cause;
-  if (cause instanceof ApplicationFailure) return { reason: cause.type ?? 'ReconcileError', message: cause.message };
-  return { reason: 'ReconcileError', message: cause?.message ?? err.message };
+type Round = RoundOutcome & { nextCheckSeconds: number };
+
+/** What the loop and the message handlers share. */
+interface LoopState {
+  /** Something asked to look again since the last round started. */
+  dirty: boolean;
+  /** A signal may concern another object of this name (or said nothing of which). */
+  foreignSignal: boolean;
+  roundInProgress: boolean;
+  finished: boolean;
 }
 
-function gatewayCondition(status: 'True' | 'False' | 'Unknown', reason: string, message: string) {
-  return { type: 'GatewayRegistered', status, reason, message };
+function handleMessages(state: CarriedState, loop: LoopState, view: () => WorkflowStateView) {
+  const wake = (uid?: string) => {
+    state.signals++;
+    loop.dirty = true;
+    if (!uid || uid !== state.uid) loop.foreignSignal = true;
+  };
+  setHandler(reconcileSignal, (hint) => wake(hint.uid));
+  setHandler(resyncSignal, () => wake());
+  setHandler(deletedSignal, ({ uid }) => wake(uid));
+  setHandler(stateQuery, view);
+  setHandler(reconcileNowUpdate, async () => {
+    // The answer must come from a round that starts after this request.
+    const target = state.rounds + 1;
+    loop.dirty = true;
+    await condition(() => (state.lastOutcome?.round ?? 0) >= target || loop.finished);
+    return state.lastOutcome!;
+  });
 }
 
 export async function machineModelWorkflow(input: MachineModelWorkflowInput): Promise<RoundOutcome> {
@@ -93,86 +97,41 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
   const state: CarriedState = input.state ?? { notReadyChecks: 0, rounds: 0, signals: 0, runs: 0 };
   state.runs++;
   // Level-triggered: every run begins by looking, unless it continues a quiet predecessor.
-  let dirty = input.dirty ?? true;
+  const loop: LoopState = { dirty: input.dirty ?? true, foreignSignal: false, roundInProgress: false, finished: false };
   let nextCheckSeconds = input.nextCheckSeconds ?? 0;
-  let roundInProgress = false;
-  let finished = false;
-  let lastRoundEndedAt = 0;
-
-  /** Set by a signal that may concern another object of this name (or says nothing of which). */
-  let foreignSignal = false;
-  const wake = (uid?: string) => {
-    state.signals++;
-    dirty = true;
-    if (!uid || uid !== state.uid) foreignSignal = true;
-  };
-  setHandler(reconcileSignal, (hint) => wake(hint.uid));
-  setHandler(resyncSignal, () => wake());
-  setHandler(deletedSignal, ({ uid }) => wake(uid));
-  setHandler(stateQuery, () => ({ ...state, ...key, pendingWork: dirty, roundInProgress, config: cfg }));
-  setHandler(reconcileNowUpdate, async () => {
-    // The answer must come from a round that starts after this request.
-    const target = state.rounds + 1;
-    dirty = true;
-    await condition(() => (state.lastOutcome?.round ?? 0) >= target || finished);
-    return state.lastOutcome!;
-  });
-
-  const setPhase = (phase: Phase | undefined) => {
-    if (!phase || phase === state.phase) return;
-    state.phase = phase;
-    upsertSearchAttributes([{ key: phaseAttribute, value: phase }]);
-  };
+  handleMessages(state, loop, () => ({
+    ...state,
+    ...key,
+    pendingWork: loop.dirty,
+    roundInProgress: loop.roundInProgress,
+    config: cfg,
+  }));
 
   const writeStatus = async (
     ref: ModelRef,
     generation: number,
     verdict: Verdict,
-    extra: Partial<Parameters<Activities['writeStatus']>[1]> = {},
+    extra: Partial<WriteStatusInput> = {},
   ) => {
     const written = await step('writeStatus', `status: ${verdict.kind}`, ref, { generation, verdict, ...extra });
     setPhase(written.phase);
     return written;
   };
+  const setPhase = (phase: Phase | undefined) => {
+    if (!phase || phase === state.phase) return;
+    state.phase = phase;
+    upsertSearchAttributes([{ key: phaseAttribute, value: phase }]);
+  };
+  const waitForSignal = async (seconds: number, summary: string) => {
+    loop.dirty = false;
+    await condition(() => loop.dirty, `${seconds} seconds`, { summary });
+  };
+  const gateway = gatewaySteps({ state, writeStatus, waitForSignal });
 
-  /**
-   * Removes the model's route, retrying with capped backoff for as long as the gateway is away: the
-   * finalizer (if any) stays until the gateway confirms. While the object exists, a condition and an
-   * Event say why deletion waits.
-   */
-  async function removeRoute(ref: ModelRef, generation?: number): Promise<boolean> {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        const { removed } = await stepWith(gatewayOptions, 'unregisterRoute', 'remove gateway route', ref);
-        state.routeRegistered = false;
-        return removed;
-      } catch (err) {
-        const failure = failureOf(err);
-        if (!failure) throw err;
-        const message = `the gateway has not confirmed the route's removal (${failure.message}); keeping the finalizer and retrying`;
-        if (generation !== undefined) {
-          await writeStatus(
-            ref,
-            generation,
-            { kind: 'deleting', message },
-            {
-              extraConditions: [gatewayCondition('Unknown', 'UnregisterPending', message)],
-            },
-          );
-          if (attempt % 10 === 0)
-            await step('recordModelEvent', 'event: gateway unavailable', ref, 'Warning', 'GatewayUnavailable', message);
-        }
-        dirty = false;
-        await condition(() => dirty, `${Math.min(2 ** attempt * 2, gatewayRetryMaxSeconds)} seconds`, {
-          summary: 'wait for the gateway to come back',
-        });
-      }
-    }
-  }
-
-  async function round(): Promise<RoundOutcome & { nextCheckSeconds: number }> {
+  /** One round: read the object, then apply or clean up as the finalizer table says. */
+  async function reconcile(): Promise<Round> {
     const n = ++state.rounds;
-    const outcome = (fields: Partial<RoundOutcome>, next = cfg.driftCheckSeconds) => ({
+    const outcome = (fields: Partial<RoundOutcome>, next = cfg.driftCheckSeconds): Round => ({
       round: n,
       phase: state.phase,
       conditions: [],
@@ -181,19 +140,27 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
       ...fields,
       nextCheckSeconds: next,
     });
+
     const snap = await step('readModel', `read MachineModel ${label}`, key);
     const previous = state.uid ? { ...key, uid: state.uid } : undefined;
-    if (!snap) {
+    const lifecycle = lifecycleOf(snap);
+    if (lifecycle.step === 'gone') {
       // Gone without our finalizer having run (removed by force): its route must still go.
-      if (previous && state.routeRegistered && patched(gatewayPatch)) await removeRoute(previous);
+      if (previous) await gateway.forget(previous);
       return outcome({ finished: true, message: `MachineModel ${label} no longer exists` });
     }
+    await observeIdentity(snap!, previous);
+    return lifecycle.step === 'cleanup'
+      ? cleanup(snap!, lifecycle.removeFinalizer, outcome)
+      : apply(snap!, lifecycle.addFinalizer, outcome);
+  }
 
+  /** First sight, a new object of the same name, or a new generation: progress starts over. */
+  async function observeIdentity(snap: ModelSnapshot, previous: ModelRef | undefined) {
     const { ref, generation } = snap;
     if (state.uid !== ref.uid) {
-      // First sight, or a new object of the same name: the previous one is gone and so is its progress.
-      // Its route is removed by its own uid, so the new object's route is never touched.
-      if (previous && state.routeRegistered && patched(gatewayPatch)) await removeRoute(previous);
+      // The previous object's route is removed by its own uid, so the new object's is never touched.
+      if (previous) await gateway.forget(previous);
       state.uid = ref.uid;
       state.progressStartedAt = undefined;
       state.notReadyChecks = 0;
@@ -204,30 +171,41 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
       state.progressStartedAt = undefined;
       state.notReadyChecks = 0;
     }
+  }
 
-    if (snap.deleting) {
-      await writeStatus(ref, generation, { kind: 'deleting', message: 'cleaning up before the finalizer is removed' });
-      const changes: string[] = [];
-      if (patched(gatewayPatch) && (await removeRoute(ref, generation))) changes.push('gateway route removed');
-      if (snap.hasFinalizer) {
+  type Outcome = (fields: Partial<RoundOutcome>, next?: number) => Round;
+
+  async function cleanup(snap: ModelSnapshot, removeFinalizer: boolean, outcome: Outcome): Promise<Round> {
+    const { ref, generation } = snap;
+    await writeStatus(ref, generation, { kind: 'deleting', message: 'cleaning up before the finalizer is removed' });
+    const changes: string[] = [];
+    try {
+      if (await gateway.unpublish(ref, generation)) changes.push('gateway route removed');
+      if (removeFinalizer) {
         await step('removeFinalizer', 'remove finalizer', ref);
         changes.push('finalizer removed');
       }
-      return outcome({ finished: true, changes, message: `MachineModel ${label} deleted` });
+    } catch (err) {
+      const failure = failureOf(err);
+      if (!failure) throw err;
+      // Whatever failed, the finalizer stays and cleanup runs again.
+      const message = `cleanup could not finish (${failure.message}); keeping the finalizer and retrying`;
+      return outcome({ changes, message }, requeueSeconds);
     }
+    return outcome({ finished: true, changes, message: `MachineModel ${label} deleted` });
+  }
 
+  async function apply(snap: ModelSnapshot, addFinalizer: boolean, outcome: Outcome): Promise<Round> {
+    const { ref, generation } = snap;
     const changes: string[] = [];
     try {
-      if (!snap.hasFinalizer) {
+      if (addFinalizer) {
         await step('ensureFinalizer', 'add finalizer', ref);
         changes.push('finalizer added');
       }
       if (snap.specErrors.length > 0) {
-        const w = await writeStatus(ref, generation, {
-          kind: 'failed',
-          reason: 'InvalidSpec',
-          message: snap.specErrors.join('; '),
-        });
+        const message = snap.specErrors.join('; ');
+        const w = await writeStatus(ref, generation, { kind: 'failed', reason: invalidSpec, message });
         return outcome({ changes, conditions: w.conditions, message: 'invalid spec: waiting for it to change' });
       }
       const applied = await step('applyChildren', 'apply Deployment, Service, HPA', snap);
@@ -236,52 +214,43 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
       const decision = decideProgress(state, isReady(readiness), Date.now(), cfg);
       state.progressStartedAt = decision.progressStartedAt;
       state.notReadyChecks = decision.notReadyChecks;
-      let nextCheck = decision.nextCheckSeconds;
-      // Published once Ready; an idempotent check each Ready round keeps the route in step with the spec.
-      const gateway = decision.verdict.kind === 'ready' && patched(gatewayPatch) ? await publish(snap) : undefined;
-      if (gateway) {
-        changes.push(...gateway.changes);
-        if (gateway.retrySoon) nextCheck = Math.min(nextCheck, gatewayRetryMaxSeconds);
-      }
+      const route = decision.verdict.kind === 'ready' ? await gateway.publish(snap) : undefined;
+      if (route) changes.push(...route.changes);
       const w = await writeStatus(ref, generation, decision.verdict, {
         readiness,
         inferenceURL: applied.inferenceURL,
         selector: applied.selector,
-        gatewayURL: gateway?.url,
-        extraConditions: gateway?.condition ? [gateway.condition] : [],
+        gatewayURL: route?.url,
+        extraConditions: route?.condition ? [route.condition] : [],
       });
-      return outcome({ changes, conditions: w.conditions }, nextCheck);
+      const next = route?.retrySoon
+        ? Math.min(decision.nextCheckSeconds, gatewayRetryMaxSeconds)
+        : decision.nextCheckSeconds;
+      return outcome({ changes, conditions: w.conditions }, next);
     } catch (err) {
       const failure = failureOf(err);
       if (!failure) throw err;
-      const w = await writeStatus(ref, generation, { kind: 'failed', ...failure });
-      return outcome({ changes, conditions: w.conditions, message: failure.message });
+      const decision = errorPolicy(failure);
+      switch (decision.kind) {
+        case 'failed': {
+          const w = await writeStatus(ref, generation, decision);
+          return outcome({ changes, conditions: w.conditions, message: decision.message });
+        }
+        case 'deletion-pending': {
+          const w = await writeStatus(ref, generation, { kind: 'deleting', message: decision.message });
+          return outcome({ changes, conditions: w.conditions, message: decision.message });
+        }
+        case 'requeue':
+          return outcome({ changes, message: decision.message }, decision.afterSeconds);
+      }
     }
   }
 
   let roundsThisRun = 0;
-  /** Registers the route; a gateway outage becomes a condition and an early retry instead of a stuck round. */
-  async function publish(snap: ModelSnapshot) {
-    try {
-      const r = await stepWith(gatewayOptions, 'registerRoute', 'publish on the gateway', snap);
-      if (!r.configured) return undefined;
-      state.routeRegistered = r.registered || state.routeRegistered;
-      return { changes: r.changes, condition: r.condition, url: r.url ?? null, retrySoon: false };
-    } catch (err) {
-      const failure = failureOf(err);
-      if (!failure) throw err;
-      return {
-        changes: [],
-        condition: gatewayCondition('Unknown', 'GatewayUnavailable', `${failure.message}; retrying`),
-        url: undefined,
-        retrySoon: true,
-      };
-    }
-  }
-
+  let lastRoundEndedAt = 0;
   for (;;) {
-    if (!dirty) {
-      await condition(() => dirty, `${nextCheckSeconds} seconds`, {
+    if (!loop.dirty) {
+      await condition(() => loop.dirty, `${nextCheckSeconds} seconds`, {
         summary:
           state.phase === 'Ready' ? 'idle: wait for a change or the drift check' : 'wait for readiness or a change',
       });
@@ -290,11 +259,11 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
     if (sinceLast < cfg.minRoundIntervalMs) {
       await sleep(cfg.minRoundIntervalMs - sinceLast, { summary: 'rate limit: let a burst of changes coalesce' });
     }
-    dirty = false;
-    foreignSignal = false;
-    roundInProgress = true;
-    const { nextCheckSeconds: next, ...outcome } = await round();
-    roundInProgress = false;
+    loop.dirty = false;
+    loop.foreignSignal = false;
+    loop.roundInProgress = true;
+    const { nextCheckSeconds: next, ...outcome } = await reconcile();
+    loop.roundInProgress = false;
     lastRoundEndedAt = Date.now();
     nextCheckSeconds = next;
     state.lastOutcome = outcome;
@@ -306,22 +275,18 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
 
     if (outcome.finished) {
       // Signals about the object just finished (its own finalizer removal, its deletion) need no new run.
-      if (patched(ownSignalsPatch) ? foreignSignal : dirty) {
+      if (patched(ownSignalsPatch) ? loop.foreignSignal : loop.dirty) {
         // Something happened to the name after we looked (a new object of the same name): start clean.
         await condition(allHandlersFinished);
-        return continueAsNew<typeof machineModelWorkflow>({
-          namespace: key.namespace,
-          name: key.name,
-          config: input.config,
-        });
+        return continueAsNew<typeof machineModelWorkflow>({ ...key, config: input.config });
       }
-      finished = true;
+      loop.finished = true;
       await condition(allHandlersFinished);
       return outcome;
     }
     if (++roundsThisRun >= cfg.maxRoundsPerRun || workflowInfo().continueAsNewSuggested) {
       await condition(allHandlersFinished);
-      return continueAsNew<typeof machineModelWorkflow>({ ...input, state, dirty, nextCheckSeconds });
+      return continueAsNew<typeof machineModelWorkflow>({ ...input, state, dirty: loop.dirty, nextCheckSeconds });
     }
   }
 }

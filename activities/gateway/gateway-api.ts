@@ -84,6 +84,11 @@ export class GatewayApiDriver implements GatewayDriver {
   private unavailable(err: unknown, action: string): Error {
     if (apiStatus(err) === 404)
       return new GatewayMisconfigured(`${action}: the Gateway API CRDs are not installed (${apiMessage(err)})`);
+    if (apiStatus(err) === 403) {
+      return new GatewayMisconfigured(
+        `${action}: ${apiMessage(err)} (grant the operator's ServiceAccount this permission)`,
+      );
+    }
     return new GatewayUnavailable(`${action}: ${apiMessage(err)}`);
   }
 

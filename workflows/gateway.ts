@@ -1,0 +1,119 @@
+// The MachineModel workflow's gateway steps: publish a Ready model's route, and remove it before the
+// finalizer goes, for as long as the gateway takes to confirm. Every entry point evaluates the
+// `gateway-registration` patch at the same point of the round as before this module existed (the
+// recorded histories prove it).
+import { patched } from '@temporalio/workflow';
+import type { ModelSnapshot, WriteStatusInput, WriteStatusResult } from '../activities/index.js';
+import type { Condition, ModelRef } from '../src/core/api.js';
+import { policyOf } from '../src/core/failures.js';
+import type { Verdict } from '../src/core/status.js';
+import type { CarriedState } from './definitions.js';
+import type { PatchId } from './patches.js';
+import { failureOf, gatewayStepOptions, step, stepWith } from './steps.js';
+
+const gatewayPatch: PatchId = 'gateway-registration';
+
+/** Longest wait between attempts to remove a route while the gateway is away. */
+export const gatewayRetryMaxSeconds = 30;
+
+export type GatewayCondition = Omit<Condition, 'lastTransitionTime'>;
+
+export interface Publication {
+  changes: string[];
+  condition?: GatewayCondition;
+  /** Where the gateway serves the model; null when it does not, undefined to keep what status says. */
+  url?: string | null;
+  /** The gateway was away: look again within gatewayRetryMaxSeconds rather than at the drift check. */
+  retrySoon: boolean;
+}
+
+/** What the gateway steps need from the round that runs them. */
+export interface GatewayContext {
+  state: Pick<CarriedState, 'routeRegistered'>;
+  writeStatus(
+    ref: ModelRef,
+    generation: number,
+    verdict: Verdict,
+    extra: Partial<WriteStatusInput>,
+  ): Promise<WriteStatusResult>;
+  /** Sleeps up to `seconds`, or less when a signal asks the workflow to look again. */
+  waitForSignal(seconds: number, summary: string): Promise<void>;
+}
+
+function gatewayCondition(status: Condition['status'], reason: string, message: string): GatewayCondition {
+  return { type: 'GatewayRegistered', status, reason, message };
+}
+
+export function gatewaySteps(ctx: GatewayContext) {
+  const { state } = ctx;
+
+  /**
+   * Removes the model's route, retrying with capped backoff for as long as the gateway is away: the
+   * finalizer (if any) stays until the gateway confirms. While the object exists (`generation` given),
+   * a condition and an Event say why deletion waits.
+   */
+  async function removeRoute(ref: ModelRef, generation?: number): Promise<boolean> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const { removed } = await stepWith(gatewayStepOptions, 'unregisterRoute', 'remove gateway route', ref);
+        state.routeRegistered = false;
+        return removed;
+      } catch (err) {
+        const failure = failureOf(err);
+        if (!failure) throw err;
+        const message = `the gateway has not confirmed the route's removal (${failure.message}); keeping the finalizer and retrying`;
+        if (generation !== undefined) {
+          await ctx.writeStatus(
+            ref,
+            generation,
+            { kind: 'deleting', message },
+            { extraConditions: [gatewayCondition('Unknown', 'UnregisterPending', message)] },
+          );
+          if (attempt % 10 === 0) {
+            await step('recordModelEvent', 'event: gateway unavailable', ref, 'Warning', 'GatewayUnavailable', message);
+          }
+        }
+        await ctx.waitForSignal(
+          Math.min(2 ** attempt * 2, gatewayRetryMaxSeconds),
+          'wait for the gateway to come back',
+        );
+      }
+    }
+  }
+
+  return {
+    /**
+     * Registers a Ready model's route; an idempotent check each Ready round keeps it in step with the
+     * spec. A gateway outage becomes a condition and an early retry instead of a stuck round.
+     */
+    async publish(snap: ModelSnapshot): Promise<Publication | undefined> {
+      if (!patched(gatewayPatch)) return undefined;
+      try {
+        const r = await stepWith(gatewayStepOptions, 'registerRoute', 'publish on the gateway', snap);
+        if (!r.configured) return undefined;
+        state.routeRegistered = r.registered || state.routeRegistered;
+        return { changes: r.changes, condition: r.condition, url: r.url ?? null, retrySoon: false };
+      } catch (err) {
+        const failure = failureOf(err);
+        if (!failure) throw err;
+        if (policyOf(failure) !== 'retryable') {
+          // Retrying soon cannot help (a permission, a misconfiguration): say so until something changes.
+          const reason = failure.type ?? 'GatewayError';
+          return { changes: [], condition: gatewayCondition('False', reason, failure.message), retrySoon: false };
+        }
+        const condition = gatewayCondition('Unknown', 'GatewayUnavailable', `${failure.message}; retrying`);
+        return { changes: [], condition, retrySoon: true };
+      }
+    },
+
+    /** While the object is deleting: removes its route; true when one was there. */
+    async unpublish(ref: ModelRef, generation: number): Promise<boolean> {
+      return patched(gatewayPatch) && (await removeRoute(ref, generation));
+    },
+
+    /** The object is gone or was replaced: what its route left on the gateway goes, by its own uid. */
+    async forget(previous: ModelRef): Promise<void> {
+      if (state.routeRegistered && patched(gatewayPatch)) await removeRoute(previous);
+    },
+  };
+}

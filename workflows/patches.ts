@@ -1,0 +1,61 @@
+// Every patch the workflows evaluate: what it guards, when it came, and when it can go. Workflow code
+// calls patched() only with an id from this table (a unit test holds both to it, and requires a
+// recorded history that carries each marker).
+//
+// A patch goes through Temporal's three stages:
+//   1. `patched(id)`: new runs take the new path and record a marker; runs started by older code
+//      replay without the marker and keep the old path.
+//   2. `deprecatePatch(id)`, the old path deleted: once no open run was started by code without the
+//      patch.
+//   3. the call removed: once no open run was started by code without `deprecatePatch(id)`.
+// Each stage change also retires the recorded histories that only the deleted path replays.
+//
+// How long a run of older code can stay open: a MachineModel workflow continues as new after
+// `maxRoundsPerRun` (100) rounds or when the server suggests it, and an idle model runs a round at
+// least every `driftCheckSeconds` (600 s by default), so a run ends within about 100 × 10 min ≈ 17 h.
+// Longer only while a round is stuck in an activity that keeps retrying (an apiserver away for that
+// long) or with a longer --drift-check. The gateway janitor continues as new every 50 sweeps (50 min
+// at the default 60 s). So a stage may change one day after the last worker without it stopped, and
+// only after this query, run against the production namespace, counts 0:
+//   temporal workflow count --query \
+//     "WorkflowType IN ('machineModelWorkflow','gatewayJanitorWorkflow') AND ExecutionStatus='Running'
+//      AND StartTime < '<when the last worker without the change stopped>'"
+
+export interface PatchRecord {
+  workflow: 'machineModelWorkflow' | 'gatewayJanitorWorkflow';
+  /** What the new path does that the old one did not. */
+  guards: string;
+  /** The commit (and its date) that introduced it. */
+  added: string;
+  stage: 'patched' | 'deprecated';
+  /** What must be true before the next stage. */
+  next: string;
+}
+
+export const patches = {
+  'gateway-registration': {
+    workflow: 'machineModelWorkflow',
+    guards: 'publishing Ready models on the gateway and removing their routes before the finalizer',
+    added: '4c7ca61 (2026-11-22)',
+    stage: 'patched',
+    next:
+      'deprecate once no run started before the first release with a gateway is open; the recorded ' +
+      'history seed-example-upgraded-to-gateway.json (which replays both paths) then retires',
+  },
+  'finish-ignores-own-signals': {
+    workflow: 'machineModelWorkflow',
+    guards: 'a finished run continues as new only for signals that may concern another object of its name',
+    added: 'a1f244d (2026-11-22)',
+    stage: 'patched',
+    next: 'deprecate once no run started before a1f244d is open (one day after its rollout and the query above)',
+  },
+  'gateway-collisions': {
+    workflow: 'gatewayJanitorWorkflow',
+    guards: 'the janitor withdraws the younger of two routes whose prefixes collide',
+    added: '3144e99 (2026-11-22)',
+    stage: 'patched',
+    next: 'deprecate once no janitor run started before 3144e99 is open (50 sweeps after its rollout)',
+  },
+} as const satisfies Record<string, PatchRecord>;
+
+export type PatchId = keyof typeof patches;
