@@ -1,0 +1,77 @@
+import { randomUUID } from 'node:crypto';
+import { KubeConfig, Watch } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { eventually, kubectlFor } from '../support/cluster.js';
+import { machineModel } from '../support/models.js';
+import { installCrds, startOperatorProcess, type OperatorProcess } from '../support/operator-process.js';
+
+const stack = inject('stack');
+const k = kubectlFor(stack);
+const models = 20;
+let operator: OperatorProcess;
+let ns: string;
+
+beforeAll(() => {
+  installCrds(stack);
+  ns = k.createNamespace('ns-delete');
+  operator = startOperatorProcess(
+    stack,
+    { MMO_NAMESPACES: ns, MMO_TASK_QUEUE: `mmo-${randomUUID()}` },
+    'namespace-deletion',
+  );
+});
+
+afterAll(async () => {
+  await operator?.stop();
+});
+
+/** Everything a watch of `path` reports until stopped: each object as it was at each change. */
+async function record(path: string): Promise<{ seen: any[]; stop: () => void }> {
+  const kc = new KubeConfig();
+  kc.loadFromFile(stack.kubeconfig);
+  const seen: any[] = [];
+  const request = await new Watch(kc).watch(
+    path,
+    {},
+    (_type, obj) => seen.push(obj),
+    () => undefined,
+  );
+  return { seen, stop: () => request.abort() };
+}
+
+describe('deleting a namespace that holds models', () => {
+  it(`deletes ${models} models without a Failed phase or a Warning Event on the way`, async () => {
+    const names = Array.from({ length: models }, (_, i) => `doomed-${i}`);
+    k.apply(names.map((n) => machineModel(ns, n)));
+    await eventually(
+      `${models} models Ready`,
+      () =>
+        k.list('machinemodel', ns).filter((m) => m.status?.phase === 'Ready').length === models ? true : undefined,
+      120_000,
+    );
+    const phases = await record(`/apis/stable.example.com/v1/namespaces/${ns}/machinemodels`);
+    const events = await record(`/api/v1/namespaces/${ns}/events`);
+    try {
+      k.kubectl('delete', 'namespace', ns, '--wait=false');
+      await eventually(
+        `namespace ${ns} gone`,
+        () => (k.kubectl('get', 'namespace', '-o', 'name').includes(`namespace/${ns}\n`) ? undefined : true),
+        180_000,
+      );
+    } finally {
+      phases.stop();
+      events.stop();
+    }
+    const failed = phases.seen
+      .filter((m) => m.status?.phase === 'Failed')
+      .map((m) => `${m.metadata.name}: ${m.status.conditions?.find((c: any) => c.type === 'Ready')?.message}`);
+    const warnings = events.seen.filter((e) => e.type === 'Warning').map((e) => `${e.reason}: ${e.message}`);
+    const deleting = new Set(phases.seen.filter((m) => m.status?.phase === 'Deleting').map((m) => m.metadata.name));
+    console.log(
+      `namespace deletion: ${phases.seen.length} model updates, ${deleting.size} of ${models} models went through ` +
+        `Deleting, ${failed.length} Failed, ${warnings.length} Warning Events`,
+    );
+    expect(failed).toEqual([]);
+    expect([...new Set(warnings)]).toEqual([]);
+  }, 300_000);
+});
