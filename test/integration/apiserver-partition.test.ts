@@ -8,7 +8,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import YAML from 'yaml';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { freePort } from '../../deploy/local/processes.js';
-import { eventually, kubectlFor } from '../support/cluster.js';
+import { kubectlFor } from '../support/cluster.js';
+import { eventually } from '../support/eventually.js';
 import { FaultyProxy } from '../support/faulty-proxy.js';
 import { machineModel } from '../support/models.js';
 import {

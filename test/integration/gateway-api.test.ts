@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { gatewayApiCrdFiles } from '../../deploy/local/gateway-api.js';
-import { conditionOf, eventually, kubectlFor } from '../support/cluster.js';
+import { conditionOf, kubectlFor } from '../support/cluster.js';
+import { eventually } from '../support/eventually.js';
 import { machineModel } from '../support/models.js';
 import { installCrds, startOperatorProcess, type OperatorProcess } from '../support/operator-process.js';
 

@@ -11,7 +11,8 @@ import { writeServiceAccountKubeconfig } from '../../deploy/local/kubeconfig.js'
 import { defaultBuildOptions } from '../../src/core/desired-state.js';
 import { routeId } from '../../src/core/gateway-route.js';
 import { CaddyProcess } from '../support/caddy.js';
-import { eventually, kubectlFor } from '../support/cluster.js';
+import { kubectlFor } from '../support/cluster.js';
+import { eventually } from '../support/eventually.js';
 import { installCrds } from '../support/operator-process.js';
 
 const stack = inject('stack');

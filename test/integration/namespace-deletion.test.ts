@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { KubeConfig, Watch } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { eventually, kubectlFor } from '../support/cluster.js';
+import { kubectlFor } from '../support/cluster.js';
+import { eventually } from '../support/eventually.js';
 import { machineModel } from '../support/models.js';
 import { installCrds, startOperatorProcess, type OperatorProcess } from '../support/operator-process.js';
 

@@ -7,7 +7,8 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { freePort } from '../../deploy/local/processes.js';
 import { finalizerName, workflowIdFor } from '../../src/core/api.js';
 import { stateQuery } from '../../workflows/definitions.js';
-import { conditionOf, eventually, kubectlFor } from '../support/cluster.js';
+import { conditionOf, kubectlFor } from '../support/cluster.js';
+import { eventually } from '../support/eventually.js';
 import { machineModel, seedExample } from '../support/models.js';
 import {
   installCrds,

@@ -5,7 +5,8 @@ import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { workflowIdFor } from '../../src/core/api.js';
 import { stateQuery } from '../../workflows/definitions.js';
-import { eventually, kubectlFor } from '../support/cluster.js';
+import { kubectlFor } from '../support/cluster.js';
+import { eventually } from '../support/eventually.js';
 import { machineModel } from '../support/models.js';
 import {
   installCrds,

@@ -9,7 +9,8 @@ import { kubectlRun } from '../../deploy/local/stack.js';
 import { KubeConfig } from '@kubernetes/client-node';
 import { recordEvent } from '../../activities/events.js';
 import { KubeClient } from '../../activities/kube-client.js';
-import { conditionOf, eventually, kubectlFor } from '../support/cluster.js';
+import { conditionOf, kubectlFor } from '../support/cluster.js';
+import { eventually } from '../support/eventually.js';
 import { machineModel } from '../support/models.js';
 import { installCrds, startOperatorProcess, type OperatorProcess } from '../support/operator-process.js';
 

@@ -10,7 +10,7 @@ import { describe, expect, inject, it } from 'vitest';
 import { writeServiceAccountKubeconfig } from '../../deploy/local/kubeconfig.js';
 import { kubectlRun } from '../../deploy/local/stack.js';
 import * as smokeActivities from '../fixtures/smoke-activities.js';
-import { eventually } from '../support/cluster.js';
+import { eventually } from '../support/eventually.js';
 
 const stack = inject('stack');
 const kubectl = (...args: string[]) => kubectlRun(stack, args);

@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { kubectlRun, type StackInfo } from '../../deploy/local/stack.js';
 
 /** kubectl against the test stack, as a user would run it. */
@@ -32,26 +31,6 @@ export function kubectlFor(stack: StackInfo) {
       return ns;
     },
   };
-}
-
-/** Polls until `probe` returns a value other than undefined (errors count as "not yet"). */
-export async function eventually<T>(
-  what: string,
-  probe: () => T | undefined | Promise<T | undefined>,
-  timeoutMs = 30_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const v = await probe();
-      if (v !== undefined) return v;
-    } catch (err) {
-      last = err;
-    }
-    await sleep(200);
-  }
-  throw new Error(`timed out after ${timeoutMs / 1000}s waiting for ${what}${last ? `: ${String(last)}` : ''}`);
 }
 
 /** A status condition of an object (as kubectl returns it), by type. */

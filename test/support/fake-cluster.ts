@@ -1,0 +1,147 @@
+// The in-memory cluster and gateway that workflow tests run the real workflow code against: its
+// stubbed activities read and write this object instead of an apiserver.
+import { ApplicationFailure } from '@temporalio/common';
+import type { Activities, ModelSnapshot } from '../../activities/index.js';
+import type { GatewayInspection } from '../../activities/gateway-route.js';
+import { finalizerName, type MachineModelSpec, type MachineModelStatus } from '../../src/core/api.js';
+import { computeStatus, type Readiness } from '../../src/core/status.js';
+import { validateSpec } from '../../src/core/validation.js';
+
+/** An in-memory MachineModel and Deployment that the stubbed activities read and write. */
+export class FakeCluster {
+  exists = true;
+  uid = 'uid-1';
+  generation = 1;
+  deleting = false;
+  finalizers: string[] = [];
+  spec: MachineModelSpec = {
+    image: 'registry.example/m:1',
+    modelPath: '/models/m',
+    resources: { cpu: '1', memory: '1Gi' },
+  };
+  ready = false;
+  status: MachineModelStatus | undefined;
+  verdicts: string[] = [];
+  calls: Record<string, number> = {};
+  eventReasons: string[] = [];
+  applyFailure: ApplicationFailure | undefined;
+  /** Makes applyChildren take real time, so signals can arrive while a round runs. */
+  applyDelayMs = 0;
+  /** The same for removeFinalizer, the last step of a deletion round. */
+  removeFinalizerDelayMs = 0;
+  gatewayConfigured = false;
+  gatewayDown = false;
+  /** Route ids (uids) on the fake gateway. */
+  routes = new Set<string>();
+  /** What the gateway janitor's next sweep finds. */
+  inspection: GatewayInspection = { orphans: [], collisions: [], unpublished: [] };
+  /** Route ids the janitor removed. */
+  withdrawn: string[] = [];
+
+  private count(name: string) {
+    this.calls[name] = (this.calls[name] ?? 0) + 1;
+  }
+
+  activities(): Activities {
+    const ref = () => ({ namespace: 'default', name: 'm', uid: this.uid });
+    const readiness = (): Readiness => ({
+      found: true,
+      desiredReplicas: 1,
+      replicas: 1,
+      readyReplicas: this.ready ? 1 : 0,
+      availableReplicas: this.ready ? 1 : 0,
+      updatedReplicas: 1,
+      observedLatest: true,
+      available: { status: this.ready ? 'True' : 'False', reason: 'MinimumReplicasAvailable', message: '' },
+    });
+    return {
+      readModel: async (): Promise<ModelSnapshot | null> => {
+        this.count('readModel');
+        if (!this.exists) return null;
+        return {
+          ref: ref(),
+          generation: this.generation,
+          deleting: this.deleting,
+          hasFinalizer: this.finalizers.includes(finalizerName),
+          spec: this.spec,
+          specErrors: validateSpec(this.spec),
+        };
+      },
+      ensureFinalizer: async () => {
+        this.count('ensureFinalizer');
+        this.finalizers.push(finalizerName);
+        return { added: true };
+      },
+      applyChildren: async () => {
+        this.count('applyChildren');
+        if (this.applyDelayMs) await new Promise((r) => setTimeout(r, this.applyDelayMs));
+        if (this.applyFailure) throw this.applyFailure;
+        return {
+          changes: [],
+          inferenceURL: 'http://m.default.svc.cluster.local:80',
+          selector: 'app=m',
+          autoscaler: false,
+        };
+      },
+      observeReadiness: async () => {
+        this.count('observeReadiness');
+        return readiness();
+      },
+      writeStatus: async (_ref, input) => {
+        this.count('writeStatus');
+        this.verdicts.push(input.verdict.kind);
+        this.status = computeStatus(this.status, { ...input, now: new Date().toISOString() });
+        return { phase: this.status.phase, conditions: this.status.conditions ?? [], changed: true };
+      },
+      removeFinalizer: async () => {
+        this.count('removeFinalizer');
+        if (this.removeFinalizerDelayMs) await new Promise((r) => setTimeout(r, this.removeFinalizerDelayMs));
+        this.finalizers = this.finalizers.filter((f) => f !== finalizerName);
+        if (this.deleting) this.exists = false;
+        return { removed: true };
+      },
+      recordModelEvent: async (_ref, _type, reason) => {
+        this.count('recordModelEvent');
+        this.eventReasons.push(reason);
+      },
+      registerRoute: async (snap) => {
+        this.count('registerRoute');
+        if (!this.gatewayConfigured) return { configured: false, registered: false, changes: [] };
+        if (this.gatewayDown)
+          throw ApplicationFailure.retryable('Caddy admin API is unreachable', 'GatewayUnavailable');
+        this.routes.add(snap.ref.uid);
+        const url = 'http://gateway.example/models/default/m';
+        return {
+          configured: true,
+          registered: true,
+          url,
+          changes: [],
+          condition: { type: 'GatewayRegistered', status: 'True', reason: 'Registered', message: url },
+        };
+      },
+      unregisterRoute: async (r) => {
+        this.count('unregisterRoute');
+        if (this.gatewayConfigured && this.gatewayDown)
+          throw ApplicationFailure.retryable('Caddy admin API is unreachable', 'GatewayUnavailable');
+        return { removed: this.routes.delete(r.uid) };
+      },
+      inspectGateway: async () => {
+        this.count('inspectGateway');
+        // Each sweep finds what the test put on the fake gateway once.
+        const found = this.inspection;
+        this.inspection = { orphans: [], collisions: [], unpublished: [] };
+        return found;
+      },
+      removeOrphanRoute: async (route) => {
+        this.count('removeOrphanRoute');
+        this.withdrawn.push(route.id);
+        return { removed: true };
+      },
+      removeCollidingRoute: async (route) => {
+        this.count('removeCollidingRoute');
+        this.withdrawn.push(route.id);
+        return { removed: true };
+      },
+    };
+  }
+}

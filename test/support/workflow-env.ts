@@ -1,0 +1,41 @@
+// A time-skipping Temporal test server and the workflow bundle, for the workflow tests: real workflow
+// code, stubbed activities (a FakeCluster).
+import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { bundleWorkflowCode, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { inject } from 'vitest';
+import type { FakeCluster } from './fake-cluster.js';
+import { registerSearchAttributes } from './temporal.js';
+
+export interface WorkflowTestEnv {
+  env: TestWorkflowEnvironment;
+  /** Runs `fn` while a worker with the cluster's activities polls a task queue of its own. */
+  withWorker(cluster: FakeCluster, fn: (taskQueue: string) => Promise<void>): Promise<void>;
+  teardown(): Promise<void>;
+}
+
+export async function workflowTestEnv(): Promise<WorkflowTestEnv> {
+  const env = await TestWorkflowEnvironment.createTimeSkipping({
+    server: { executable: { type: 'existing-path', path: inject('timeSkippingServer') } },
+  });
+  await registerSearchAttributes(env.connection);
+  const workflowBundle: WorkflowBundleWithSourceMap = await bundleWorkflowCode({
+    workflowsPath: fileURLToPath(new URL('../../workflows/index.ts', import.meta.url)),
+    logger: { trace() {}, debug() {}, info() {}, warn: console.warn, error: console.error, log() {} },
+  });
+  return {
+    env,
+    async withWorker(cluster, fn) {
+      const taskQueue = `wf-${randomUUID()}`;
+      const worker = await Worker.create({
+        connection: env.nativeConnection,
+        taskQueue,
+        workflowBundle,
+        activities: cluster.activities(),
+      });
+      await worker.runUntil(fn(taskQueue));
+    },
+    teardown: () => env.teardown(),
+  };
+}
