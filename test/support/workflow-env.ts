@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { bundleWorkflowCode, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
-import { inject } from 'vitest';
+import { afterAll, beforeAll, inject } from 'vitest';
 import type { FakeCluster } from './fake-cluster.js';
 import { registerSearchAttributes } from './temporal.js';
 
@@ -12,10 +12,26 @@ export interface WorkflowTestEnv {
   env: TestWorkflowEnvironment;
   /** Runs `fn` while a worker with the cluster's activities polls a task queue of its own. */
   withWorker(cluster: FakeCluster, fn: (taskQueue: string) => Promise<void>): Promise<void>;
-  teardown(): Promise<void>;
 }
 
-export async function workflowTestEnv(): Promise<WorkflowTestEnv> {
+/** One environment for the test file: created before its tests, torn down after them. */
+export function useWorkflowTestEnv(): WorkflowTestEnv {
+  let created: (WorkflowTestEnv & { teardown(): Promise<void> }) | undefined;
+  beforeAll(async () => {
+    created = await workflowTestEnv();
+  });
+  afterAll(async () => {
+    await created?.teardown();
+  });
+  return {
+    get env() {
+      return created!.env;
+    },
+    withWorker: (cluster, fn) => created!.withWorker(cluster, fn),
+  };
+}
+
+async function workflowTestEnv(): Promise<WorkflowTestEnv & { teardown(): Promise<void> }> {
   const env = await TestWorkflowEnvironment.createTimeSkipping({
     server: { executable: { type: 'existing-path', path: inject('timeSkippingServer') } },
   });

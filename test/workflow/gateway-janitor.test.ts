@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { workflowIdFor } from '../../src/core/api.js';
 import { routeId } from '../../src/core/gateway-route.js';
 import {
@@ -11,22 +10,12 @@ import {
 } from '../../workflows/definitions.js';
 import { eventually } from '../support/eventually.js';
 import { FakeCluster } from '../support/fake-cluster.js';
-import { workflowTestEnv, type WorkflowTestEnv } from '../support/workflow-env.js';
+import { useWorkflowTestEnv } from '../support/workflow-env.js';
 
-let env: TestWorkflowEnvironment;
-let withWorker: WorkflowTestEnv['withWorker'];
-let teardown: (() => Promise<void>) | undefined;
-
-beforeAll(async () => {
-  ({ env, withWorker, teardown } = await workflowTestEnv());
-});
-
-afterAll(async () => {
-  await teardown?.();
-});
+const wf = useWorkflowTestEnv();
 
 function startJanitor(taskQueue: string, input: JanitorInput) {
-  return env.client.workflow.start('gatewayJanitorWorkflow', {
+  return wf.env.client.workflow.start('gatewayJanitorWorkflow', {
     taskQueue,
     workflowId: `janitor-${randomUUID()}`,
     args: [input],
@@ -36,7 +25,7 @@ function startJanitor(taskQueue: string, input: JanitorInput) {
 /** The model workflow the janitor wakes: the real one, under the ID the janitor signals. */
 function startModel(taskQueue: string, namespace: string) {
   const input: MachineModelWorkflowInput = { namespace, name: 'm' };
-  return env.client.workflow.start('machineModelWorkflow', {
+  return wf.env.client.workflow.start('machineModelWorkflow', {
     taskQueue,
     workflowId: workflowIdFor(namespace, 'm'),
     args: [input],
@@ -50,7 +39,7 @@ describe('gatewayJanitorWorkflow', () => {
     const namespace = `ns-${randomUUID().slice(0, 8)}`;
     const loser = { namespace, name: 'm', uid: 'uid-1' };
     const orphan = { namespace, name: 'gone', uid: 'uid-9' };
-    await withWorker(cluster, async (tq) => {
+    await wf.withWorker(cluster, async (tq) => {
       const model = await startModel(tq, namespace);
       await eventually('the model Ready', async () => (await model.query(stateQuery)).phase === 'Ready');
       const signalsBefore = (await model.query(stateQuery)).signals;
@@ -84,21 +73,21 @@ describe('gatewayJanitorWorkflow', () => {
       collisions: [],
       unpublished: [],
     };
-    await withWorker(cluster, async (tq) => {
+    await wf.withWorker(cluster, async (tq) => {
       const janitor = await startJanitor(tq, { intervalSeconds: 60, removed: 4 });
       await eventually('the first sweep', () => cluster.withdrawn.length === 1);
-      await env.sleep('51 minutes');
-      const first = env.client.workflow.getHandle(janitor.workflowId, janitor.firstExecutionRunId);
+      await wf.env.sleep('51 minutes');
+      const first = wf.env.client.workflow.getHandle(janitor.workflowId, janitor.firstExecutionRunId);
       await eventually(
         'the first run continued as new',
         async () => (await first.describe()).status.name === 'CONTINUED_AS_NEW',
       );
-      const history = await env.client.workflow.getHandle(janitor.workflowId).fetchHistory();
+      const history = await wf.env.client.workflow.getHandle(janitor.workflowId).fetchHistory();
       const payload = history.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0]?.data;
       const input = JSON.parse(Buffer.from(payload!).toString('utf8')) as JanitorInput;
       expect(input).toEqual({ intervalSeconds: 60, removed: 5 });
       expect(cluster.calls.inspectGateway).toBeGreaterThanOrEqual(50);
-      await env.client.workflow.getHandle(janitor.workflowId).terminate();
+      await wf.env.client.workflow.getHandle(janitor.workflowId).terminate();
     });
   });
 });

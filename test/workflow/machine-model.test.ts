@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { ApplicationFailure } from '@temporalio/common';
-import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { finalizerName, workflowIdFor } from '../../src/core/api.js';
 import type { WorkflowConfig } from '../../src/core/reconcile-timing.js';
 import {
@@ -13,23 +12,13 @@ import {
 } from '../../workflows/definitions.js';
 import { eventually } from '../support/eventually.js';
 import { FakeCluster } from '../support/fake-cluster.js';
-import { workflowTestEnv, type WorkflowTestEnv } from '../support/workflow-env.js';
+import { useWorkflowTestEnv } from '../support/workflow-env.js';
 
-let env: TestWorkflowEnvironment;
-let withWorker: WorkflowTestEnv['withWorker'];
-let teardown: (() => Promise<void>) | undefined;
-
-beforeAll(async () => {
-  ({ env, withWorker, teardown } = await workflowTestEnv());
-});
-
-afterAll(async () => {
-  await teardown?.();
-});
+const wf = useWorkflowTestEnv();
 
 function start(taskQueue: string, config: Partial<WorkflowConfig> = {}) {
   const input: MachineModelWorkflowInput = { namespace: 'default', name: 'm', config };
-  return env.client.workflow.start('machineModelWorkflow', {
+  return wf.env.client.workflow.start('machineModelWorkflow', {
     taskQueue,
     workflowId: `${workflowIdFor('default', 'm')}-${randomUUID()}`,
     args: [input],
@@ -40,7 +29,7 @@ describe('machineModelWorkflow', () => {
   it('adds the finalizer, applies children and reports Ready', async () => {
     const cluster = new FakeCluster();
     cluster.ready = true;
-    await withWorker(cluster, async (tq) => {
+    await wf.withWorker(cluster, async (tq) => {
       const handle = await start(tq);
       await eventually('Ready', () => cluster.status?.phase === 'Ready');
       expect(cluster.finalizers).toEqual([finalizerName]);
@@ -56,7 +45,7 @@ describe('machineModelWorkflow', () => {
     const cluster = new FakeCluster();
     cluster.ready = true;
     cluster.applyDelayMs = 1500;
-    await withWorker(cluster, async (tq) => {
+    await wf.withWorker(cluster, async (tq) => {
       const handle = await start(tq);
       await eventually('the first round to apply', () => (cluster.calls.applyChildren ?? 0) >= 1);
       await Promise.all(
@@ -78,10 +67,10 @@ describe('machineModelWorkflow', () => {
 
   it('fails with ProgressDeadlineExceeded when not ready in time, and recovers when ready', async () => {
     const cluster = new FakeCluster();
-    await withWorker(cluster, async (tq) => {
+    await wf.withWorker(cluster, async (tq) => {
       const handle = await start(tq, { progressDeadlineSeconds: 600 });
       await eventually('Deploying', () => cluster.status?.phase === 'Deploying');
-      await env.sleep('11 minutes');
+      await wf.env.sleep('11 minutes');
       await eventually('Failed', () => cluster.status?.phase === 'Failed');
       const ready = cluster.status?.conditions?.find((c) => c.type === 'Ready');
       expect(ready?.reason).toBe('ProgressDeadlineExceeded');
@@ -96,28 +85,28 @@ describe('machineModelWorkflow', () => {
   it('continues as new after maxRoundsPerRun, carrying its state', async () => {
     const cluster = new FakeCluster();
     cluster.ready = true;
-    await withWorker(cluster, async (tq) => {
+    await wf.withWorker(cluster, async (tq) => {
       const handle = await start(tq, { maxRoundsPerRun: 2 });
       for (let i = 0; i < 5; i++) {
         await handle.executeUpdate(reconcileNowUpdate, { args: [{}] }).catch(() => undefined);
       }
       await eventually(
         'several runs',
-        async () => (await env.client.workflow.getHandle(handle.workflowId).query(stateQuery)).runs >= 3,
+        async () => (await wf.env.client.workflow.getHandle(handle.workflowId).query(stateQuery)).runs >= 3,
       );
-      const state = await env.client.workflow.getHandle(handle.workflowId).query(stateQuery);
+      const state = await wf.env.client.workflow.getHandle(handle.workflowId).query(stateQuery);
       expect(state.rounds).toBeGreaterThanOrEqual(5);
       expect(state.uid).toBe('uid-1');
       expect(state.phase).toBe('Ready');
-      const first = await env.client.workflow.getHandle(handle.workflowId, handle.firstExecutionRunId).describe();
+      const first = await wf.env.client.workflow.getHandle(handle.workflowId, handle.firstExecutionRunId).describe();
       expect(first.status.name).toBe('CONTINUED_AS_NEW');
-      await env.client.workflow.getHandle(handle.workflowId).terminate();
+      await wf.env.client.workflow.getHandle(handle.workflowId).terminate();
     });
   });
 
   it('runs deletion while waiting for readiness, removes the finalizer and completes', async () => {
     const cluster = new FakeCluster();
-    await withWorker(cluster, async (tq) => {
+    await wf.withWorker(cluster, async (tq) => {
       const handle = await start(tq);
       await eventually('Deploying', () => cluster.status?.phase === 'Deploying');
       cluster.deleting = true;
@@ -138,7 +127,7 @@ describe('machineModelWorkflow', () => {
       const cluster = new FakeCluster();
       cluster.ready = true;
       cluster.removeFinalizerDelayMs = 1_000;
-      await withWorker(cluster, async (tq) => {
+      await wf.withWorker(cluster, async (tq) => {
         const handle = await start(tq);
         await eventually('Ready', () => cluster.status?.phase === 'Ready');
         cluster.deleting = true;
@@ -148,7 +137,7 @@ describe('machineModelWorkflow', () => {
         await handle.signal(reconcileSignal, { source: 'MachineModel', event: 'updated', uid });
         await handle.signal(deletedSignal, { uid: 'uid-1' });
         await handle.result();
-        const firstRun = env.client.workflow.getHandle(handle.workflowId, handle.firstExecutionRunId);
+        const firstRun = wf.env.client.workflow.getHandle(handle.workflowId, handle.firstExecutionRunId);
         expect((await firstRun.describe()).status.name).toBe(expected);
       });
     });
@@ -158,7 +147,7 @@ describe('machineModelWorkflow', () => {
     const cluster = new FakeCluster();
     cluster.ready = true;
     cluster.gatewayConfigured = true;
-    await withWorker(cluster, async (tq) => {
+    await wf.withWorker(cluster, async (tq) => {
       const handle = await start(tq);
       await eventually('registered', () => cluster.routes.has('uid-1') && cluster.status?.gatewayURL !== undefined);
       expect(cluster.status?.conditions?.find((c) => c.type === 'GatewayRegistered')?.status).toBe('True');
@@ -187,7 +176,7 @@ describe('machineModelWorkflow', () => {
     const cluster = new FakeCluster();
     cluster.ready = true;
     cluster.gatewayConfigured = true;
-    await withWorker(cluster, async (tq) => {
+    await wf.withWorker(cluster, async (tq) => {
       const handle = await start(tq);
       await eventually('registered', () => cluster.routes.has('uid-1'));
       cluster.routes.add('uid-other-model');
@@ -201,7 +190,7 @@ describe('machineModelWorkflow', () => {
   it('completes when the object vanished without its finalizer running', async () => {
     const cluster = new FakeCluster();
     cluster.ready = true;
-    await withWorker(cluster, async (tq) => {
+    await wf.withWorker(cluster, async (tq) => {
       const handle = await start(tq);
       await eventually('Ready', () => cluster.status?.phase === 'Ready');
       cluster.exists = false;
@@ -218,7 +207,7 @@ describe('machineModelWorkflow', () => {
       'Deployment default/m exists and is not owned by this MachineModel',
       'NotOwned',
     );
-    await withWorker(cluster, async (tq) => {
+    await wf.withWorker(cluster, async (tq) => {
       const handle = await start(tq);
       await eventually('Failed', () => cluster.status?.phase === 'Failed');
       const ready = cluster.status?.conditions?.find((c) => c.type === 'Ready');
@@ -235,7 +224,7 @@ describe('machineModelWorkflow', () => {
       'applying children of MachineModel default/m: unable to create new content in namespace default because it is being terminated (HTTP 403)',
       'NamespaceTerminating',
     );
-    await withWorker(cluster, async (tq) => {
+    await wf.withWorker(cluster, async (tq) => {
       const handle = await start(tq);
       await eventually('Deleting', () => cluster.status?.phase === 'Deleting');
       expect(cluster.verdicts).not.toContain('failed');
@@ -250,7 +239,7 @@ describe('machineModelWorkflow', () => {
   it('reports an invalid spec as Failed and does not apply anything', async () => {
     const cluster = new FakeCluster();
     cluster.spec = { ...cluster.spec, resources: { cpu: 'lots', memory: '1Gi' } };
-    await withWorker(cluster, async (tq) => {
+    await wf.withWorker(cluster, async (tq) => {
       const handle = await start(tq);
       await eventually('Failed', () => cluster.status?.phase === 'Failed');
       expect(cluster.status?.conditions?.find((c) => c.type === 'Ready')?.reason).toBe('InvalidSpec');
@@ -262,7 +251,7 @@ describe('machineModelWorkflow', () => {
   it('answers reconcileNow with the outcome of a fresh round', async () => {
     const cluster = new FakeCluster();
     cluster.ready = true;
-    await withWorker(cluster, async (tq) => {
+    await wf.withWorker(cluster, async (tq) => {
       const handle = await start(tq);
       await eventually('Ready', () => cluster.status?.phase === 'Ready');
       const before = (await handle.query(stateQuery)).rounds;
