@@ -1,4 +1,5 @@
 // The operator process: the thin informer and the Temporal worker, each optional by role.
+import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { KubeConfig } from '@kubernetes/client-node';
 import { Client } from '@temporalio/client';
@@ -17,7 +18,18 @@ import { Signaler } from './informer/signaler.js';
 import { connectClient, connectWorker } from './plumbing/temporal.js';
 import { workflowSender } from './informer/workflow-client.js';
 
-export const workflowsPath = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
+/**
+ * Compiled (dist/src/operator.js, as the image runs it): the workflow bundle that `npm run build`
+ * wrote beside it. From source (tsx, as `npm start` runs it): the workflow code, bundled at start.
+ */
+function workflowSource(): { workflowBundle: { codePath: string } } | { workflowsPath: string } {
+  if (import.meta.url.endsWith('.ts')) {
+    return { workflowsPath: fileURLToPath(new URL('../workflows/index.ts', import.meta.url)) };
+  }
+  const codePath = fileURLToPath(new URL('../workflow-bundle.js', import.meta.url));
+  if (!existsSync(codePath)) throw new Error(`the workflow bundle ${codePath} is missing: run npm run build`);
+  return { workflowBundle: { codePath } };
+}
 
 export function loadKubeConfig(file?: string): KubeConfig {
   const kc = new KubeConfig();
@@ -56,13 +68,14 @@ export async function startOperator(config: OperatorConfig, log: Logger): Promis
   let signaler: Signaler | undefined;
 
   if (config.role !== 'informer') {
+    const workflows = workflowSource();
     const connection = await connectWorker(config.temporal);
     const kube = new KubeClient(kc);
     const worker = await Worker.create({
       connection,
       namespace: config.temporal.namespace,
       taskQueue: config.temporal.taskQueue,
-      workflowsPath,
+      ...workflows,
       activities: createActivities({ kube, build: config.build, gateway: gatewayDriver(config.gateway, kube) }),
       maxConcurrentActivityTaskExecutions: config.maxConcurrentActivities,
       maxConcurrentWorkflowTaskExecutions: config.maxConcurrentWorkflowTasks,

@@ -19,7 +19,7 @@ import {
 } from '../support/operator-process.js';
 
 const stack = inject('stack');
-const mmctl = fileURLToPath(new URL('../../src/mmctl.ts', import.meta.url));
+const mmctl = fileURLToPath(new URL('../../dist/src/mmctl.js', import.meta.url));
 const k = kubectlFor(stack);
 let ns: string;
 let operator: OperatorProcess;
@@ -232,14 +232,14 @@ describe('operator lifecycle against the real apiserver', () => {
     );
 
     const env = { ...process.env, TEMPORAL_ADDRESS: stack.temporalAddress, MMO_TASK_QUEUE: taskQueue };
-    const out = execFileSync(process.execPath, ['--import', 'tsx', mmctl, 'resync', `${ns}/nudge`, '--wait'], {
+    const out = execFileSync(process.execPath, [mmctl, 'resync', `${ns}/nudge`, '--wait'], {
       env,
       encoding: 'utf8',
     });
     expect(out).toMatch(new RegExp(`${ns}/nudge: round \\d+, phase Ready`));
     expect(out).toContain('Ready=True ModelReady');
 
-    const bad = spawnSync(process.execPath, ['--import', 'tsx', mmctl, 'resync', 'no-slash'], {
+    const bad = spawnSync(process.execPath, [mmctl, 'resync', 'no-slash'], {
       env,
       encoding: 'utf8',
     });

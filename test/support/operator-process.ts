@@ -21,7 +21,7 @@ export interface OperatorProcess {
   logFile: string;
 }
 
-/** Runs the real operator entry point as a separate process, as it runs in production. */
+/** Runs the real operator entry point as a separate process, compiled, as the image runs it (npm run build). */
 export function startOperatorProcess(
   stack: StackInfo,
   env: Record<string, string>,
@@ -31,7 +31,7 @@ export function startOperatorProcess(
   mkdirSync(logDir, { recursive: true });
   const logFile = path.join(logDir, `${name}-${Date.now()}.log`);
   const log = createWriteStream(logFile);
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'src/main.ts')], {
+  const child = spawn(process.execPath, [path.join(root, 'dist/src/main.js')], {
     cwd: root,
     env: {
       ...process.env,
