@@ -64,7 +64,7 @@ async function buildGo(c: GoComponent, log: Log): Promise<void> {
   mkdirSync(path.dirname(out), { recursive: true });
   log(`building ${c.name} ${c.version} (etcd, kube-apiserver, controller-manager, scheduler, kwok) into ${dir}`);
   log(
-    'the first build compiles Kubernetes from source: about 5 minutes on 2 cores with empty Go caches; later runs reuse it',
+    'the first build compiles Kubernetes from source: 4 to 14 minutes on 2 cores with empty Go caches; later runs reuse it',
   );
   let compiled = 0;
   const started = Date.now();
