@@ -1,14 +1,16 @@
 // Publishing models on the API gateway, and removing their routes.
-import type { Condition, MachineModel, ModelRef } from '../src/core/api.js';
+import type { MachineModel, ModelRef } from '../src/core/api.js';
 import {
   collisionLosers,
   findConflict,
+  gatewayCondition,
   olderFirst,
   prefixesCollide,
   routeId,
   routeSpec,
   wantsRoute,
   type ExistingRoute,
+  type GatewayCondition,
   type OwnedRoute,
   type RouteSpec,
 } from '../src/core/gateway-route.js';
@@ -16,8 +18,6 @@ import type { ActivityDeps } from './deps.js';
 import { gatewayFailure } from './failure.js';
 import { GatewayMisconfigured } from './gateway/driver.js';
 import type { ModelSnapshot } from './read-model.js';
-
-export type GatewayCondition = Omit<Condition, 'lastTransitionTime'>;
 
 export interface RegisterResult {
   /** False when the operator runs without a gateway: no condition, nothing to clean up. */
@@ -27,13 +27,6 @@ export interface RegisterResult {
   url?: string;
   changes: string[];
 }
-
-const condition = (status: Condition['status'], reason: string, message: string): GatewayCondition => ({
-  type: 'GatewayRegistered',
-  status,
-  reason,
-  message,
-});
 
 const idOf = (m: MachineModel) =>
   routeId({ namespace: m.metadata.namespace, name: m.metadata.name, uid: m.metadata.uid });
@@ -82,7 +75,7 @@ export function registerRouteActivity({ gateway, build, kube }: ActivityDeps) {
         return {
           configured: true,
           registered: false,
-          condition: condition('False', 'Disabled', 'spec.gateway.enabled is false'),
+          condition: gatewayCondition('False', 'Disabled', 'spec.gateway.enabled is false'),
           changes,
         };
       }
@@ -92,7 +85,12 @@ export function registerRouteActivity({ gateway, build, kube }: ActivityDeps) {
         // Never publish over another model's traffic; our own older routes go too, so nothing stale stays.
         await removeOwn();
         const message = `path prefix ${route.pathPrefix} collides with ${conflict.by}; choose another spec.gateway.pathPrefix`;
-        return { configured: true, registered: false, condition: condition('False', 'PathConflict', message), changes };
+        return {
+          configured: true,
+          registered: false,
+          condition: gatewayCondition('False', 'PathConflict', message),
+          changes,
+        };
       }
       // Routes of a previous object of this name, or of an earlier prefix, are replaced.
       await removeOwn(route.id);
@@ -106,7 +104,7 @@ export function registerRouteActivity({ gateway, build, kube }: ActivityDeps) {
           return {
             configured: true,
             registered: false,
-            condition: condition('False', 'PathConflict', message),
+            condition: gatewayCondition('False', 'PathConflict', message),
             changes,
           };
         }
@@ -116,7 +114,7 @@ export function registerRouteActivity({ gateway, build, kube }: ActivityDeps) {
         configured: true,
         registered: true,
         url,
-        condition: condition('True', 'Registered', `published at ${url}`),
+        condition: gatewayCondition('True', 'Registered', `published at ${url}`),
         changes,
       };
     } catch (err) {
@@ -124,7 +122,7 @@ export function registerRouteActivity({ gateway, build, kube }: ActivityDeps) {
         return {
           configured: true,
           registered: false,
-          condition: condition('False', 'GatewayMisconfigured', err.message),
+          condition: gatewayCondition('False', 'GatewayMisconfigured', err.message),
           changes,
         };
       }
@@ -157,7 +155,7 @@ export interface GatewayInspection {
   unpublished: { namespace: string; name: string }[];
 }
 
-const gatewayCondition = (m: MachineModel) => m.status?.conditions?.find((c) => c.type === 'GatewayRegistered');
+const registeredCondition = (m: MachineModel) => m.status?.conditions?.find((c) => c.type === 'GatewayRegistered');
 
 /** Compares the gateway with the models: one listing of each. */
 export function inspectGatewayActivity({ gateway, kube, build }: ActivityDeps) {
@@ -173,7 +171,7 @@ export function inspectGatewayActivity({ gateway, kube, build }: ActivityDeps) {
       // What still holds a prefix: others' routes, and ours that neither lost a collision nor outlived their model.
       const standing = routes.filter((r) => !lost.has(r.id) && (!r.owner || liveIds.has(r.id)));
       const looksAgain = (m: MachineModel): boolean => {
-        const c = gatewayCondition(m);
+        const c = registeredCondition(m);
         if (c?.status === 'True') return !onGateway.has(idOf(m));
         if (c?.reason !== 'PathConflict' || !wantsRoute(m.spec)) return false;
         const ref = { namespace: m.metadata.namespace, name: m.metadata.name, uid: m.metadata.uid };

@@ -4,8 +4,9 @@
 // recorded histories prove it).
 import { patched } from '@temporalio/workflow';
 import type { ModelSnapshot, WriteStatusInput, WriteStatusResult } from '../activities/index.js';
-import type { Condition, ModelRef } from '../src/core/api.js';
+import type { ModelRef } from '../src/core/api.js';
 import { policyOf } from '../src/core/failures.js';
+import { gatewayCondition, type GatewayCondition } from '../src/core/gateway-route.js';
 import type { Verdict } from '../src/core/status.js';
 import type { CarriedState } from './definitions.js';
 import type { PatchId } from './patches.js';
@@ -15,8 +16,6 @@ const gatewayPatch: PatchId = 'gateway-registration';
 
 /** Longest wait between attempts to remove a route while the gateway is away. */
 export const gatewayRetryMaxSeconds = 30;
-
-export type GatewayCondition = Omit<Condition, 'lastTransitionTime'>;
 
 export interface Publication {
   changes: string[];
@@ -38,10 +37,6 @@ export interface GatewayContext {
   ): Promise<WriteStatusResult>;
   /** Sleeps up to `seconds`, or less when a signal asks the workflow to look again. */
   waitForSignal(seconds: number, summary: string): Promise<void>;
-}
-
-function gatewayCondition(status: Condition['status'], reason: string, message: string): GatewayCondition {
-  return { type: 'GatewayRegistered', status, reason, message };
 }
 
 export function gatewaySteps(ctx: GatewayContext) {

@@ -34,10 +34,6 @@ export const failureTypes = {
 
 export type FailureType = keyof typeof failureTypes;
 
-export const terminalFailureTypes = (Object.keys(failureTypes) as FailureType[]).filter(
-  (t) => failureTypes[t] !== 'retryable',
-);
-
 /** A failure as the workflow receives it from an activity. */
 export interface StepFailure {
   type?: string;

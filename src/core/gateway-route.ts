@@ -1,6 +1,13 @@
 // The gateway route a MachineModel should have, and how routes of different models may collide. Pure.
-import type { MachineModelSpec, ModelRef } from './api.js';
+import type { Condition, MachineModelSpec, ModelRef } from './api.js';
 import { withDefaults, type BuildOptions } from './desired-state.js';
+
+export type GatewayCondition = Omit<Condition, 'lastTransitionTime'>;
+
+/** The model's GatewayRegistered condition, as the activities and the workflow both report it. */
+export function gatewayCondition(status: Condition['status'], reason: string, message: string): GatewayCondition {
+  return { type: 'GatewayRegistered', status, reason, message };
+}
 
 /** What any gateway driver needs to publish one model. */
 export interface RouteSpec {
