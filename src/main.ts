@@ -15,7 +15,7 @@ async function main(): Promise<number> {
   }
   const log = createLogger(config.logLevel);
   installRuntime(log, config.logLevel);
-  const operator = await startOperator(config, log);
+  const operator = startOperator(config, log);
   // The informer stops first, so no new work is queued while in-flight tasks finish.
   await Promise.race([operator.done, shutdownRequested(log).then(() => operator.stop())]);
   log.info('stopped');

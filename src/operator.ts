@@ -1,5 +1,8 @@
-// The operator process: the thin informer and the Temporal worker, each optional by role.
+// The operator process: the thin informer and the Temporal worker, each optional by role. It starts
+// before what it depends on may answer: /healthz serves at once, and while Temporal or the apiserver
+// does not answer the process waits for it (one log line, /readyz 503) instead of exiting.
 import { existsSync } from 'node:fs';
+import type http from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { KubeConfig } from '@kubernetes/client-node';
 import { Client } from '@temporalio/client';
@@ -13,9 +16,10 @@ import { KubeClient } from '../activities/kube-client.js';
 import { janitorWorkflowId, janitorWorkflowType, type JanitorInput } from '../workflows/definitions.js';
 import type { GatewayConfig, OperatorConfig } from './plumbing/config.js';
 import { Informer } from './informer/informer.js';
-import { createMetrics, serveMetrics } from './plumbing/metrics.js';
+import { createMetrics, serveEndpoints, type MetricSources } from './plumbing/metrics.js';
+import { Reachability, Readiness } from './plumbing/readiness.js';
 import { Signaler } from './informer/signaler.js';
-import { connectClient, connectWorker } from './plumbing/temporal.js';
+import { lazyClient, untilTemporalAnswers, watchTemporal, workerConnector } from './plumbing/temporal.js';
 import { workflowSender } from './informer/workflow-client.js';
 
 /**
@@ -52,91 +56,141 @@ function gatewayDriver(config: GatewayConfig, kube: KubeClient): GatewayDriver |
 export interface RunningOperator {
   /** Stops watching, delivers or hands back pending work, lets in-flight tasks finish; resolves when stopped. */
   stop(): Promise<void>;
-  /** Resolves when the worker stops (on its own: a fatal error). */
+  /** Resolves when the worker stops on its own; rejects when the operator cannot start (a configuration error). */
   done: Promise<void>;
-  informer?: Informer;
-  signaler?: Signaler;
+  /** Resolves once every part works: the informer has listed, the worker polls. */
+  started: Promise<void>;
 }
 
-export async function startOperator(config: OperatorConfig, log: Logger): Promise<RunningOperator> {
-  const kc = loadKubeConfig(config.kubeconfig);
-  const cleanups: (() => Promise<void>)[] = [];
-  let markStopped!: () => void;
-  // Without a worker, the process is done when it is told to stop.
-  let done = new Promise<void>((resolve) => (markStopped = resolve));
-  let informer: Informer | undefined;
-  let signaler: Signaler | undefined;
+/** What `stop()` undoes, in this order: no new work is queued while in-flight work finishes. */
+interface Parts {
+  temporalWatch?: () => void;
+  informer?: () => Promise<void>;
+  worker?: () => Promise<void>;
+  endpoints?: http.Server;
+}
 
-  if (config.role !== 'informer') {
+export function startOperator(config: OperatorConfig, log: Logger): RunningOperator {
+  const kc = loadKubeConfig(config.kubeconfig);
+  const abort = new AbortController();
+  const readiness = new Readiness();
+  const temporal = new Reachability('temporal', `Temporal at ${config.temporal.address}`, readiness, log);
+  const sources: MetricSources = {};
+  const parts: Parts = {};
+  let settle!: { resolve: () => void; reject: (err: unknown) => void };
+  const done = new Promise<void>((resolve, reject) => (settle = { resolve, reject }));
+
+  async function startWorker(): Promise<void> {
+    readiness.waitFor('worker', 'the worker does not poll Temporal yet');
     const workflows = workflowSource();
-    const connection = await connectWorker(config.temporal);
     const kube = new KubeClient(kc);
-    const worker = await Worker.create({
-      connection,
-      namespace: config.temporal.namespace,
-      taskQueue: config.temporal.taskQueue,
-      ...workflows,
-      activities: createActivities({ kube, build: config.build, gateway: gatewayDriver(config.gateway, kube) }),
-      maxConcurrentActivityTaskExecutions: config.maxConcurrentActivities,
-      maxConcurrentWorkflowTaskExecutions: config.maxConcurrentWorkflowTasks,
-      shutdownGraceTime: '10 seconds',
-    });
-    done = worker.run().finally(() => connection.close());
-    cleanups.push(async () => {
+    const activities = createActivities({ kube, build: config.build, gateway: gatewayDriver(config.gateway, kube) });
+    const connection = await untilTemporalAnswers(workerConnector(config.temporal), temporal, abort.signal);
+    parts.temporalWatch = watchTemporal(connection, temporal);
+    const worker = await untilTemporalAnswers(
+      () =>
+        Worker.create({
+          connection,
+          namespace: config.temporal.namespace,
+          taskQueue: config.temporal.taskQueue,
+          ...workflows,
+          activities,
+          maxConcurrentActivityTaskExecutions: config.maxConcurrentActivities,
+          maxConcurrentWorkflowTaskExecutions: config.maxConcurrentWorkflowTasks,
+          shutdownGraceTime: '10 seconds',
+        }),
+      temporal,
+      abort.signal,
+    );
+    const run = worker.run().finally(() => connection.close());
+    run.then(settle.resolve, settle.reject);
+    parts.worker = async () => {
       if (worker.getState() === 'RUNNING') worker.shutdown();
-      await done;
-    });
+      await run.catch(() => undefined);
+    };
+    readiness.ready('worker');
     log.info({ taskQueue: config.temporal.taskQueue, namespace: config.temporal.namespace }, 'worker running');
   }
 
-  if (config.role !== 'worker') {
-    const connection = await connectClient(config.temporal);
+  async function startInformer(): Promise<void> {
+    const connection = lazyClient(config.temporal);
     const client = new Client({ connection, namespace: config.temporal.namespace });
-    signaler = new Signaler(
+    // Without a worker in this process, the informer's own connection tells whether Temporal answers.
+    if (config.role === 'informer') parts.temporalWatch = watchTemporal(connection, temporal);
+    const signaler = new Signaler(
       workflowSender(client, { taskQueue: config.temporal.taskQueue, workflow: config.workflow }),
       log,
     );
-    const s = signaler;
-    informer = new Informer(kc, (r) => s.enqueue(r), log, {
+    const server = kc.getCurrentCluster()?.server ?? 'the configured server';
+    const apiserver = new Reachability(
+      'informer',
+      `the Kubernetes API at ${server} (for the informer)`,
+      readiness,
+      log,
+      'the informer has not listed MachineModels and their children yet',
+    );
+    const informer = new Informer(kc, (r) => signaler.enqueue(r), log, {
       namespaces: config.namespaces,
       watchHttpRoutes: config.gateway.kind === 'gateway-api',
       watchTimeoutSeconds: config.watchTimeoutSeconds,
+      apiserver,
     });
-    const i = informer;
-    // Informer first, so no new work is queued while the signaler drains.
-    cleanups.unshift(async () => {
-      await i.stop();
-      await s.stop();
+    Object.assign(sources, { informer, signaler });
+    parts.informer = async () => {
+      await informer.stop();
+      await signaler.stop();
       await connection.close();
-    });
+    };
+    await informer.start();
+    log.info({ namespaces: config.namespaces.length ? config.namespaces : 'all' }, 'informer synced');
     if (config.gateway.kind !== 'none') {
       // Idempotent across replicas: the one janitor keeps running, the others' starts are no-ops.
       const input: JanitorInput = { intervalSeconds: config.gatewaySweepSeconds };
-      await client.workflow.start(janitorWorkflowType, {
-        workflowId: janitorWorkflowId(config.temporal.taskQueue),
-        taskQueue: config.temporal.taskQueue,
-        args: [input],
-        workflowIdConflictPolicy: 'USE_EXISTING',
-        staticSummary: 'removes gateway routes whose MachineModel is gone',
-      });
+      await untilTemporalAnswers(
+        () =>
+          client.workflow.start(janitorWorkflowType, {
+            workflowId: janitorWorkflowId(config.temporal.taskQueue),
+            taskQueue: config.temporal.taskQueue,
+            args: [input],
+            workflowIdConflictPolicy: 'USE_EXISTING',
+            staticSummary: 'removes gateway routes whose MachineModel is gone',
+          }),
+        temporal,
+        abort.signal,
+      );
     }
-    await informer.start();
-    log.info({ namespaces: config.namespaces.length ? config.namespaces : 'all' }, 'informer synced');
   }
 
-  if (config.metrics.port) {
-    const server = await serveMetrics(createMetrics({ informer, signaler }), config.metrics.port, config.metrics.host);
-    cleanups.push(() => new Promise((resolve) => server.close(() => resolve())));
-    log.info({ port: config.metrics.port }, 'serving /metrics');
-  }
+  const started = (async () => {
+    if (config.metrics.port) {
+      parts.endpoints = await serveEndpoints(
+        createMetrics(sources),
+        readiness,
+        config.metrics.port,
+        config.metrics.host,
+      );
+      log.info({ port: config.metrics.port }, 'serving /metrics, /healthz and /readyz');
+    }
+    await Promise.all([
+      config.role !== 'informer' ? startWorker() : undefined,
+      config.role !== 'worker' ? startInformer() : undefined,
+    ]);
+  })();
+  started.catch((err: unknown) => {
+    if (!abort.signal.aborted) settle.reject(err);
+  });
 
   return {
-    informer,
-    signaler,
     done,
+    started,
     async stop() {
-      for (const cleanup of cleanups) await cleanup();
-      markStopped();
+      abort.abort();
+      parts.temporalWatch?.();
+      await parts.informer?.();
+      await parts.worker?.();
+      const endpoints = parts.endpoints;
+      if (endpoints) await new Promise<void>((resolve) => endpoints.close(() => resolve()));
+      settle.resolve();
     },
   };
 }

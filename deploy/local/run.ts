@@ -25,7 +25,8 @@ async function main(): Promise<void> {
   const config = parseOperatorConfig(process.argv.slice(2));
   const log = createLogger(process.env.LOG_LEVEL ?? 'warn');
   installRuntime(log, process.env.LOG_LEVEL ?? 'warn');
-  const operator = await startOperator(config, log);
+  const operator = startOperator(config, log);
+  await Promise.race([operator.started, operator.done]);
 
   const example = repo('deploy/examples/image-classifier-v1.yaml');
   const applied = Date.now();

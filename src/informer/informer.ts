@@ -17,6 +17,7 @@ import type { Logger } from 'pino';
 import { childSelector, group, plural, version } from '../core/api.js';
 import { apiClient } from '../plumbing/kube-api.js';
 import { apiMessage } from '../plumbing/kube-errors.js';
+import type { Reachability } from '../plumbing/readiness.js';
 import { ChangeFilter, type SignalRequest, type WatchedKind, type WatchedObject } from './event-filter.js';
 
 interface SourceSpec {
@@ -63,6 +64,8 @@ export interface InformerOptions {
   /** Seconds after which the server ends each watch (bounds how long a dead connection goes unnoticed). */
   watchTimeoutSeconds: number;
   restartBackoffMs: { initial: number; max: number };
+  /** Told whether the apiserver answers until every source has listed once (then each restart is logged). */
+  apiserver?: Reachability;
 }
 
 export const defaultInformerOptions: InformerOptions = {
@@ -81,6 +84,7 @@ class Source {
   private restartTimer: NodeJS.Timeout | undefined;
   private stopped = false;
   private failedSinceStart = false;
+  hasSynced = false;
   /** Last sign of life: a (re)connect or any event. A healthy watch reconnects every timeoutSeconds. */
   private lastActivity = Date.now();
   private watchdog: NodeJS.Timeout | undefined;
@@ -95,7 +99,7 @@ class Source {
     private readonly opts: InformerOptions,
     private readonly onEvent: (kind: WatchedKind, type: 'added' | 'updated' | 'deleted', obj: WatchedObject) => void,
     private readonly onRelisted: (source: Source) => void,
-    private readonly log: Logger,
+    private readonly onFailed: (source: Source, err: unknown, retryInMs: number) => void,
   ) {
     const api = apiClient(kc, KubernetesObjectApi);
     const collection = `${spec.prefix}${namespace ? `/namespaces/${namespace}` : ''}/${spec.resource}`;
@@ -137,7 +141,7 @@ class Source {
     );
   }
 
-  private get label(): string {
+  get label(): string {
     return `${this.spec.kind}${this.namespace ? ` in ${this.namespace}` : ''}`;
   }
 
@@ -149,11 +153,9 @@ class Source {
     if (this.failedSinceStart || this.stopped) return;
     const wasFailing = this.failures > 0;
     this.failures = 0;
+    this.hasSynced = true;
     this.markSynced();
-    if (wasFailing) {
-      this.log.info({ source: this.label }, 'watch re-established');
-      this.onRelisted(this);
-    }
+    if (wasFailing) this.onRelisted(this);
   }
 
   private failed(err: unknown): void {
@@ -163,7 +165,7 @@ class Source {
     const delay = Math.min(this.opts.restartBackoffMs.initial * 2 ** this.failures, this.opts.restartBackoffMs.max);
     this.failures++;
     this.restarts++;
-    this.log.warn({ source: this.label, err: apiMessage(err), retryInMs: delay }, 'list/watch failed; restarting');
+    this.onFailed(this, err, delay);
     this.restartTimer = setTimeout(() => {
       this.restartTimer = undefined;
       void this.start();
@@ -181,6 +183,7 @@ class Source {
 export class Informer {
   private readonly filter = new ChangeFilter();
   private readonly sources: Source[];
+  private readonly apiserver?: Reachability;
   events = 0;
 
   constructor(
@@ -190,6 +193,7 @@ export class Informer {
     opts: Partial<InformerOptions> = {},
   ) {
     const o = { ...defaultInformerOptions, ...opts };
+    this.apiserver = o.apiserver;
     const namespaces: (string | undefined)[] = o.namespaces.length ? o.namespaces : [undefined];
     this.sources = [...sources, ...(o.watchHttpRoutes ? [httpRoutes] : [])].flatMap((spec) =>
       namespaces.map(
@@ -201,7 +205,7 @@ export class Informer {
             o,
             (k, t, obj) => this.handle(k, t, obj),
             (s) => this.relisted(s),
-            log,
+            (s, err, retryInMs) => this.failed(s, err, retryInMs),
           ),
       ),
     );
@@ -217,8 +221,15 @@ export class Informer {
     if (request) this.onSignal(request);
   }
 
+  private failed(source: Source, err: unknown, retryInMs: number): void {
+    // Before the first list of every source, the apiserver not answering is one line, not one per source.
+    if (this.apiserver && !this.sources.every((s) => s.hasSynced)) return this.apiserver.down(apiMessage(err));
+    this.log.warn({ source: source.label, err: apiMessage(err), retryInMs }, 'list/watch failed; restarting');
+  }
+
   /** After a reconnect, look again at every model this source knows of. */
   private relisted(source: Source): void {
+    this.log.info({ source: source.label }, 'watch re-established');
     const requests = new Map<string, SignalRequest>();
     for (const obj of source.lw.list() as WatchedObject[]) {
       const request = this.filter.lookAgain(source.spec.kind, obj);
@@ -231,6 +242,7 @@ export class Informer {
   async start(): Promise<void> {
     await Promise.all(this.sources.map((s) => s.start()));
     await Promise.all(this.sources.map((s) => s.synced));
+    this.apiserver?.up();
   }
 
   async stop(): Promise<void> {

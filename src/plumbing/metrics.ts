@@ -1,8 +1,9 @@
 // Prometheus metrics of the operator process (the informer side; reconcile history lives in Temporal).
 import http from 'node:http';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Readiness } from './readiness.js';
 
-/** What the informer and the signaler count; each scrape reads them. */
+/** What the informer and the signaler count; each scrape reads them (they may start after the endpoint). */
 export interface MetricSources {
   informer?: { events: number; restarts: number };
   signaler?: { sent: number; failures: number; pendingCount: number };
@@ -11,7 +12,6 @@ export interface MetricSources {
 export function createMetrics(sources: MetricSources): Registry {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'machinemodel_operator_' });
-  const { informer, signaler } = sources;
   // The informer and signaler keep plain counts; each scrape reads them.
   const counter = (name: string, help: string, read: () => number) =>
     new Counter({
@@ -26,36 +26,45 @@ export function createMetrics(sources: MetricSources): Registry {
   counter(
     'machinemodel_operator_watch_events_total',
     'Watch events received for MachineModels and their children',
-    () => informer?.events ?? 0,
+    () => sources.informer?.events ?? 0,
   );
   counter(
     'machinemodel_operator_watch_restarts_total',
     'List/watch restarts after an error or a watch presumed dead',
-    () => informer?.restarts ?? 0,
+    () => sources.informer?.restarts ?? 0,
   );
   counter(
     'machinemodel_operator_signals_sent_total',
     'Signals delivered to MachineModel workflows',
-    () => signaler?.sent ?? 0,
+    () => sources.signaler?.sent ?? 0,
   );
   counter(
     'machinemodel_operator_signal_failures_total',
     'Failed attempts to deliver a signal (retried)',
-    () => signaler?.failures ?? 0,
+    () => sources.signaler?.failures ?? 0,
   );
   new Gauge({
     name: 'machinemodel_operator_signals_pending',
     help: 'Models with a signal waiting for delivery',
     registers: [registry],
     collect() {
-      this.set(signaler?.pendingCount ?? 0);
+      this.set(sources.signaler?.pendingCount ?? 0);
     },
   });
   return registry;
 }
 
-/** Serves /metrics and /healthz on the given port (loopback unless told otherwise). */
-export function serveMetrics(registry: Registry, port: number, host: string): Promise<http.Server> {
+/**
+ * Serves /metrics, /healthz (the process's event loop answers: a wedged process is restarted) and
+ * /readyz (200 only when nothing is waited for, else 503 with the reasons) on the given port
+ * (loopback unless told otherwise).
+ */
+export function serveEndpoints(
+  registry: Registry,
+  readiness: Readiness,
+  port: number,
+  host: string,
+): Promise<http.Server> {
   const server = http.createServer((req, res) => {
     if (req.url === '/metrics') {
       registry.metrics().then(
@@ -64,6 +73,10 @@ export function serveMetrics(registry: Registry, port: number, host: string): Pr
       );
     } else if (req.url === '/healthz') {
       res.writeHead(200).end('ok\n');
+    } else if (req.url === '/readyz') {
+      const reasons = readiness.reasons;
+      if (reasons.length) res.writeHead(503).end(`not ready:\n${reasons.map((r) => `- ${r}\n`).join('')}`);
+      else res.writeHead(200).end('ok\n');
     } else {
       res.writeHead(404).end();
     }

@@ -1,9 +1,12 @@
-// Connections to Temporal from the operator's configuration.
+// Connections to Temporal from the operator's configuration, and how the operator waits for Temporal.
 import { readFileSync } from 'node:fs';
 import { Connection, type ConnectionOptions } from '@temporalio/client';
 import { NativeConnection, type NativeConnectionOptions } from '@temporalio/worker';
+import pRetry from 'p-retry';
 import type { TemporalConfig } from './config.js';
+import type { Reachability } from './readiness.js';
 
+/** Read once, up front: a missing certificate file is a configuration error, not something to wait for. */
 function tlsOptions(cfg: TemporalConfig) {
   if (!cfg.tls) return undefined;
   const { serverName, caFile, certFile, keyFile } = cfg.tls;
@@ -14,12 +17,75 @@ function tlsOptions(cfg: TemporalConfig) {
   };
 }
 
-export async function connectClient(cfg: TemporalConfig): Promise<Connection> {
-  const options: ConnectionOptions = { address: cfg.address, tls: tlsOptions(cfg), apiKey: cfg.apiKey };
-  return Connection.connect(options);
+export function connectClient(cfg: TemporalConfig): Promise<Connection> {
+  return Connection.connect(clientOptions(cfg));
 }
 
-export async function connectWorker(cfg: TemporalConfig): Promise<NativeConnection> {
+/** A client connection that connects on first use (and reconnects on its own). */
+export function lazyClient(cfg: TemporalConfig): Connection {
+  return Connection.lazy(clientOptions(cfg));
+}
+
+function clientOptions(cfg: TemporalConfig): ConnectionOptions {
+  return { address: cfg.address, tls: tlsOptions(cfg), apiKey: cfg.apiKey };
+}
+
+/** Returns a function that connects the worker (each call one attempt). */
+export function workerConnector(cfg: TemporalConfig): () => Promise<NativeConnection> {
   const options: NativeConnectionOptions = { address: cfg.address, tls: tlsOptions(cfg), apiKey: cfg.apiKey };
-  return NativeConnection.connect(options);
+  return () => NativeConnection.connect(options);
+}
+
+/**
+ * The reason in a failed Temporal call, without the transport library's wrapping: the worker's
+ * connection reports e.g. `tonic::transport::Error(Transport, ConnectError(... Os { ..., message:
+ * "Connection refused" }))` or `... hyper::Error(Io, Kind(ConnectionReset))`.
+ */
+export function temporalErrorReason(err: unknown): string {
+  const text = err instanceof Error ? err.message : String(err);
+  const os = /Os \{[^}]*message: "([^"]+)"/.exec(text)?.[1];
+  const lookup = /dns error.*error: "([^"]+)"/.exec(text)?.[1];
+  const kind = /Kind\((\w+)\)/.exec(text)?.[1];
+  const reason = os ?? lookup ?? (kind && kind.replace(/(?<=[a-z])(?=[A-Z])/g, ' ').toLowerCase());
+  if (reason) return reason;
+  if (/tonic::|hyper::/.test(text)) return 'transport error';
+  return text.split('\n')[0]!.slice(0, 300);
+}
+
+/** Runs `attempt` until it succeeds (capped backoff), reporting each failure; rejects only when aborted. */
+export function untilTemporalAnswers<T>(
+  attempt: () => Promise<T>,
+  temporal: Reachability,
+  signal: AbortSignal,
+): Promise<T> {
+  return pRetry(
+    async () => {
+      const value = await attempt();
+      temporal.up();
+      return value;
+    },
+    {
+      retries: Infinity,
+      minTimeout: 1_000,
+      maxTimeout: 10_000,
+      signal,
+      onFailedAttempt: ({ error }) => temporal.down(temporalErrorReason(error)),
+    },
+  );
+}
+
+type Probed = Pick<Connection, 'workflowService' | 'withDeadline'>;
+
+/** Asks Temporal every few seconds whether it answers; returns a function that stops asking. */
+export function watchTemporal(connection: Probed, temporal: Reachability, everyMs = 5_000): () => void {
+  const check = () =>
+    connection
+      .withDeadline(Date.now() + 3_000, () => connection.workflowService.getSystemInfo({}))
+      .then(
+        () => temporal.up(),
+        (err: unknown) => temporal.down(temporalErrorReason(err)),
+      );
+  void check();
+  const timer = setInterval(() => void check(), everyMs);
+  return () => clearInterval(timer);
 }

@@ -1,14 +1,10 @@
 // The operator cut off from a real apiserver by a network fault, then reconnected: changes made in
 // the meantime are reconciled without anyone restarting it.
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import YAML from 'yaml';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { freePort } from '../../deploy/local/processes.js';
-import { kubectlFor } from '../support/cluster.js';
+import { kubeconfigThrough, kubectlFor } from '../support/cluster.js';
 import { eventually } from '../support/eventually.js';
 import { FaultyProxy } from '../support/faulty-proxy.js';
 import { machineModel } from '../support/models.js';
@@ -28,15 +24,6 @@ let operator: OperatorProcess;
 let ns: string;
 let metricsPort: number;
 
-/** The admin kubeconfig, with the apiserver reached through the proxy. */
-function kubeconfigThrough(port: number): string {
-  const config = YAML.parse(readFileSync(stack.kubeconfig, 'utf8')) as { clusters: { cluster: { server: string } }[] };
-  for (const c of config.clusters) c.cluster.server = `https://127.0.0.1:${port}`;
-  const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'mmo-proxied-')), 'kubeconfig');
-  writeFileSync(file, YAML.stringify(config));
-  return file;
-}
-
 const phaseOf = (name: string) => k.get('machinemodel', ns, name)?.status?.phase as string | undefined;
 const ready = (name: string, timeoutMs = 60_000) =>
   eventually(`${name} Ready`, () => (phaseOf(name) === 'Ready' ? true : undefined), timeoutMs);
@@ -49,7 +36,7 @@ beforeAll(async () => {
   proxy = await FaultyProxy.start({ host: '127.0.0.1', port: stack.ports.apiserver });
   metricsPort = await freePort();
   operator = startOperatorProcess(
-    { ...stack, kubeconfig: kubeconfigThrough(proxy.port) },
+    { ...stack, kubeconfig: kubeconfigThrough(stack, proxy.port) },
     {
       MMO_NAMESPACES: ns,
       MMO_TASK_QUEUE: `mmo-${randomUUID()}`,

@@ -1,4 +1,8 @@
 import { randomUUID } from 'node:crypto';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import YAML from 'yaml';
 import { kubectlRun, type StackInfo } from '../../deploy/local/stack.js';
 
 /** kubectl against the test stack, as a user would run it. */
@@ -39,4 +43,13 @@ export function conditionOf(
   type: string,
 ): { type: string; status: string; reason: string; message: string } | undefined {
   return obj?.status?.conditions?.find((c: { type: string }) => c.type === type);
+}
+
+/** The stack's admin kubeconfig, with the apiserver reached on another local port (a proxy in front of it). */
+export function kubeconfigThrough(stack: StackInfo, port: number): string {
+  const config = YAML.parse(readFileSync(stack.kubeconfig, 'utf8')) as { clusters: { cluster: { server: string } }[] };
+  for (const c of config.clusters) c.cluster.server = `https://127.0.0.1:${port}`;
+  const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'mmo-proxied-')), 'kubeconfig');
+  writeFileSync(file, YAML.stringify(config));
+  return file;
 }

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, mkdirSync } from 'node:fs';
+import { createWriteStream, mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
@@ -69,4 +69,27 @@ export async function temporalClient(stack: StackInfo): Promise<Client> {
 export async function operatorMetric(port: number, name: string): Promise<number> {
   const body = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
   return Number(new RegExp(`^${name} (\\d+)`, 'm').exec(body)?.[1] ?? NaN);
+}
+
+/** One answer of the operator's health endpoints (served with MMO_METRICS_PORT). */
+export async function operatorProbe(
+  port: number,
+  path: '/healthz' | '/readyz',
+): Promise<{ status: number; body: string }> {
+  const res = await fetch(`http://127.0.0.1:${port}${path}`);
+  return { status: res.status, body: await res.text() };
+}
+
+/** The operator's log so far, one parsed JSON object per line (lines that are not JSON are kept as msg). */
+export function operatorLog(operator: OperatorProcess): { level: number; msg: string; [key: string]: unknown }[] {
+  return readFileSync(operator.logFile, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => {
+      try {
+        return JSON.parse(line) as { level: number; msg: string };
+      } catch {
+        return { level: 50, msg: line };
+      }
+    });
 }
