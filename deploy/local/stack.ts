@@ -7,6 +7,8 @@ import { binaryPath, cacheRoot, caddy, kubeLocal, kubectl, temporalCli, temporal
 import { ensureInstalled, PrerequisiteError } from './install.js';
 import { writeKubeconfig } from './kubeconfig.js';
 import { ensurePki } from './pki.js';
+import type { SearchAttributeType } from '@temporalio/common';
+import { operatorSearchAttributes } from '../../workflows/search-attributes.js';
 import {
   freePort,
   isRunning,
@@ -17,7 +19,21 @@ import {
   type ManagedProcess,
 } from './processes.js';
 
-export const searchAttributes = ['MachineModelNamespace', 'MachineModelName', 'MachineModelPhase'] as const;
+const cliTypes: Record<SearchAttributeType, string> = {
+  TEXT: 'Text',
+  KEYWORD: 'Keyword',
+  INT: 'Int',
+  DOUBLE: 'Double',
+  BOOL: 'Bool',
+  DATETIME: 'Datetime',
+  KEYWORD_LIST: 'KeywordList',
+};
+
+/** The operator's search attributes as the Temporal CLI names them (`--search-attribute Name=Type`). */
+export const searchAttributes = operatorSearchAttributes.map((key) => ({
+  name: key.name,
+  cliType: cliTypes[key.type],
+}));
 export const fakeNodeName = 'kwok-node-0';
 /** The extended resource the fake node advertises, so models that ask for GPUs schedule. */
 export const gpuResourceName = 'nvidia.com/gpu';
@@ -252,7 +268,7 @@ function startTemporal(info: StackInfo): ManagedProcess {
     info.temporalNamespace,
     '--log-level',
     'warn',
-    ...searchAttributes.flatMap((name) => ['--search-attribute', `${name}=Keyword`]),
+    ...searchAttributes.flatMap((a) => ['--search-attribute', `${a.name}=${a.cliType}`]),
   ];
   return startProcess('temporal', info.binaries.temporal, args, logFile(info, 'temporal'));
 }

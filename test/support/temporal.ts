@@ -1,12 +1,14 @@
 import type { Connection } from '@temporalio/client';
 import proto from '@temporalio/proto';
-import { searchAttributes } from '../../deploy/local/stack.js';
+import { operatorSearchAttributes } from '../../workflows/search-attributes.js';
 
 /** The time-skipping server starts without custom search attributes; the workflow upserts them. */
 export async function registerSearchAttributes(connection: Connection, namespace = 'default'): Promise<void> {
-  const keyword = proto.temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD;
+  const types = proto.temporal.api.enums.v1.IndexedValueType;
   await connection.operatorService.addSearchAttributes({
     namespace,
-    searchAttributes: Object.fromEntries(searchAttributes.map((name) => [name, keyword])),
+    searchAttributes: Object.fromEntries(
+      operatorSearchAttributes.map((key) => [key.name, types[`INDEXED_VALUE_TYPE_${key.type}`]]),
+    ),
   });
 }
