@@ -12,6 +12,10 @@ export interface ManagedProcess {
   logFile: string;
 }
 
+/** How the servers this process started ended, by pid: their exit is known without reading /proc. */
+const exits = new Map<number, string>();
+const children = new Set<number>();
+
 /** Starts a server detached from this process (its own process group), output appended to its log file. */
 export function startProcess(
   name: string,
@@ -24,6 +28,9 @@ export function startProcess(
   try {
     const child = spawn(command, args, { detached: true, stdio: ['ignore', fd, fd], env: { ...process.env, ...env } });
     if (child.pid === undefined) throw new Error(`could not start ${name} (${command})`);
+    const pid = child.pid;
+    children.add(pid);
+    child.once('exit', (code, signal) => exits.set(pid, signal ? `killed by ${signal}` : `exit code ${code}`));
     child.unref();
     return { name, pid: child.pid, command, logFile };
   } finally {
@@ -32,6 +39,8 @@ export function startProcess(
 }
 
 export function isRunning(p: ManagedProcess): boolean {
+  // Our own child: its exit event says it (a server recorded by an earlier command is checked in /proc).
+  if (children.has(p.pid)) return !exits.has(p.pid);
   try {
     const cmdline = readFileSync(`/proc/${p.pid}/cmdline`, 'utf8');
     return cmdline.startsWith(p.command) && !readFileSync(`/proc/${p.pid}/stat`, 'utf8').includes(') Z ');
@@ -79,7 +88,9 @@ export async function waitUntil(
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    if (!isRunning(p)) throw new ComponentFailure(p, `${p.name} exited before ${what}`);
+    if (!isRunning(p)) {
+      throw new ComponentFailure(p, `${p.name} exited (${exits.get(p.pid) ?? 'no longer running'}) before ${what}`);
+    }
     if (await check().catch(() => false)) return;
     await sleep(200);
   }
