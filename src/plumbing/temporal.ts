@@ -39,14 +39,16 @@ export function workerConnector(cfg: TemporalConfig): () => Promise<NativeConnec
 /**
  * The reason in a failed Temporal call, without the transport library's wrapping: the worker's
  * connection reports e.g. `tonic::transport::Error(Transport, ConnectError(... Os { ..., message:
- * "Connection refused" }))` or `... hyper::Error(Io, Kind(ConnectionReset))`.
+ * "Connection refused" }))`, `... hyper::Error(Io, Kind(ConnectionReset))` or `... hyper::Error(Canceled,
+ * "connection closed")`.
  */
 export function temporalErrorReason(err: unknown): string {
   const text = err instanceof Error ? err.message : String(err);
   const os = /Os \{[^}]*message: "([^"]+)"/.exec(text)?.[1];
-  const lookup = /dns error.*error: "([^"]+)"/.exec(text)?.[1];
+  const custom = /error: "([^"]+)"/.exec(text)?.[1];
+  const hyper = /hyper::Error\(\w+, "([^"]+)"\)/.exec(text)?.[1];
   const kind = /Kind\((\w+)\)/.exec(text)?.[1];
-  const reason = os ?? lookup ?? (kind && kind.replace(/(?<=[a-z])(?=[A-Z])/g, ' ').toLowerCase());
+  const reason = os ?? custom ?? hyper ?? (kind && kind.replace(/(?<=[a-z])(?=[A-Z])/g, ' ').toLowerCase());
   if (reason) return reason;
   if (/tonic::|hyper::/.test(text)) return 'transport error';
   return text.split('\n')[0]!.slice(0, 300);

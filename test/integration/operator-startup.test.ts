@@ -67,8 +67,10 @@ describe('an operator started while Temporal is unreachable', () => {
     const line = await eventually('the line saying Temporal is unreachable', () =>
       complaints(cut.operator).find((l) => /Temporal/.test(l.msg)),
     );
-    // The proxy accepts and resets each connection: the reason is the reset, in words.
-    expect(line.msg).toMatch(/^Temporal at 127\.0\.0\.1:\d+: connection reset; waiting for it/);
+    // The proxy accepts and resets each connection: the reason (a reset, a broken pipe, a closed
+    // connection, depending on timing) in words, without the transport library's wrapping.
+    expect(line.msg).toMatch(/^Temporal at 127\.0\.0\.1:\d+: [^;]+; waiting for it/);
+    expect(line.msg).not.toMatch(/tonic|hyper/);
     // Several retries later: still up, still one line, never the transport library's raw error.
     await sleep(8_000);
     expect(cut.operator.child.exitCode).toBeNull();

@@ -16,6 +16,14 @@ describe('temporalErrorReason', () => {
       `Failed to call GetSystemInfo: code: 'Unknown error', message: "transport error", source: tonic::transport::Error(Transport, hyper::Error(Io, Kind(ConnectionReset)))`,
       'connection reset',
     ],
+    [
+      `Failed to call GetSystemInfo: code: 'Unknown error', message: "transport error", source: tonic::transport::Error(Transport, hyper::Error(Io, Custom { kind: BrokenPipe, error: "stream closed because of a broken pipe" }))`,
+      'stream closed because of a broken pipe',
+    ],
+    [
+      `Failed to call GetSystemInfo: code: 'The operation was cancelled', message: "operation was canceled", source: tonic::transport::Error(Transport, hyper::Error(Canceled, "connection closed"))`,
+      'connection closed',
+    ],
     ['tonic::transport::Error(Transport, Something)', 'transport error'],
     ['14 UNAVAILABLE: No connection established\nmore', '14 UNAVAILABLE: No connection established'],
   ])('%s', (message, reason) => {
