@@ -1,15 +1,14 @@
 // The thin informer: lists and watches MachineModels and the operator's own children, and turns
 // relevant events into signal requests. It never reconciles.
 //
-// Failure modes of @kubernetes/client-node 1.4's ListWatch that this handles:
+// Failure modes of @kubernetes/client-node 2.0's ListWatch that this handles:
 // - any list or watch error (apiserver down, connection reset, 403, 5xx) emits `error` and the
 //   ListWatch stops for good: we restart it with capped exponential backoff;
-// - the watch request sets no client timeout (its AbortSignal.timeout is overwritten), and TCP
-//   keepalive takes over ten minutes to notice a dead peer, so a silently dead connection would
-//   hang for a long time: the server is asked to end each watch after `timeoutSeconds` (the
-//   ListWatch then re-watches from its last resourceVersion; a 410 Gone makes it re-list), and a
-//   watchdog restarts a source that has been silent well past that, because a server's close
-//   never arrives over a dead connection;
+// - a silently dead connection: 2.0 ends a watch after 30 s without data and re-watches (1.4 had no
+//   client timeout at all), but a list or a re-watch can still hang on one; so the server is asked
+//   to end each watch after `timeoutSeconds` (the ListWatch then re-watches from its last
+//   resourceVersion; a 410 Gone makes it re-list), and a watchdog restarts a source that has shown
+//   no sign of life well past that;
 // - a re-list only reports objects that changed: after a restart every cached MachineModel is
 //   signalled again, so a change missed while disconnected is still looked at.
 import { KubeConfig, KubernetesObjectApi, ListWatch, Watch, type KubernetesObject } from '@kubernetes/client-node';
