@@ -1,6 +1,6 @@
 import os from 'node:os';
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -17,15 +17,19 @@ export interface WheelComponent {
   purpose: string;
 }
 
-/** The Kubernetes control plane and KWOK, built from pinned Go modules into one multi-call binary. */
+/** A program built from pinned Go modules, through a Go module under this repository that pins them. */
 export interface GoComponent {
   kind: 'go';
   name: string;
   version: string;
   /** The Go module under this repository that is built. */
   moduleDir: string;
+  /** What `go build` builds in that module: `.` (its own main package) or a tool it pins. */
+  target: string;
   binary: string;
   purpose: string;
+  /** Expected build time on 2 cores with empty Go caches, for the progress message. */
+  firstBuild: string;
 }
 
 export type Component = WheelComponent | GoComponent;
@@ -72,11 +76,25 @@ export const kubeLocal: GoComponent = {
   name: 'kube',
   version: '1.36.3-kwok0.8.0',
   moduleDir: fileURLToPath(new URL('./kube', import.meta.url)),
+  target: '.',
   binary: 'kube-local',
   purpose: 'etcd 3.6.8, kube-apiserver/controller-manager/scheduler 1.36.3 and KWOK 0.8.0 as one binary',
+  firstBuild: 'compiles Kubernetes from source: 4 to 14 minutes',
 };
 
-export const allComponents: Component[] = [temporalCli, temporalTestServer, kubectl, caddy, kubeLocal];
+/** The benchmark's peer; its version is pinned in bench/peer/go.mod, at the stack's Kubernetes version. */
+export const sampleController: GoComponent = {
+  kind: 'go',
+  name: 'sample-controller',
+  version: '0.36.3',
+  moduleDir: fileURLToPath(new URL('../../bench/peer', import.meta.url)),
+  target: 'k8s.io/sample-controller',
+  binary: 'sample-controller',
+  purpose: "Kubernetes' sample-controller, the client-go controller the benchmark compares with",
+  firstBuild: 'compiles client-go: 1 to 4 minutes',
+};
+
+export const allComponents: Component[] = [temporalCli, temporalTestServer, kubectl, caddy, kubeLocal, sampleController];
 
 export function componentDir(c: Component): string {
   const suffix = c.kind === 'go' ? `-${sourceHash(c)}` : '';
@@ -86,7 +104,9 @@ export function componentDir(c: Component): string {
 /** A change to the Go sources or pins builds into a new directory instead of reusing a stale binary. */
 function sourceHash(c: GoComponent): string {
   const hash = createHash('sha256');
-  for (const file of ['go.mod', 'go.sum', 'main.go']) hash.update(readFileSync(path.join(c.moduleDir, file)));
+  for (const file of ['go.mod', 'go.sum', 'main.go']) {
+    if (existsSync(path.join(c.moduleDir, file))) hash.update(readFileSync(path.join(c.moduleDir, file)));
+  }
   return hash.digest('hex').slice(0, 10);
 }
 

@@ -62,17 +62,15 @@ async function buildGo(c: GoComponent, log: Log): Promise<void> {
   const out = path.join(`${dir}.partial`, 'bin', c.binary);
   rmSync(`${dir}.partial`, { recursive: true, force: true });
   mkdirSync(path.dirname(out), { recursive: true });
-  log(`building ${c.name} ${c.version} (etcd, kube-apiserver, controller-manager, scheduler, kwok) into ${dir}`);
-  log(
-    'the first build compiles Kubernetes from source: 4 to 14 minutes on 2 cores with empty Go caches; later runs reuse it',
-  );
+  log(`building ${c.name} ${c.version} (${c.purpose}) into ${dir}`);
+  log(`the first build ${c.firstBuild} on 2 cores with empty Go caches; later runs reuse it`);
   let compiled = 0;
   const started = Date.now();
   const timer = setInterval(() => {
     log(`  ... ${compiled} packages compiled, ${Math.round((Date.now() - started) / 1000)}s elapsed`);
   }, 30_000);
   try {
-    await run('go', ['build', '-v', '-trimpath', '-ldflags=-s -w', '-o', out, '.'], log, {
+    await run('go', ['build', '-v', '-trimpath', '-ldflags=-s -w', '-o', out, c.target], log, {
       cwd: c.moduleDir,
       onStderrLine: () => compiled++,
     });

@@ -460,9 +460,15 @@ function startKwok(info: StackInfo, bin: string): ManagedProcess {
   );
 }
 
-/** One fake node, with room for many models and GPUs as an extended resource. */
-function applyFakeNode(info: StackInfo): void {
-  const capacity = { cpu: '64', memory: '512Gi', pods: '500', [gpuResourceName]: '16' };
+/** One fake node, with room for many models (`pods` of them) and GPUs as an extended resource. */
+export function applyFakeNode(info: StackInfo, pods = 500): void {
+  // CPU and memory grow with the pod count (a model requests 100m and 128Mi), so pods stay the limit.
+  const capacity = {
+    cpu: String(Math.max(64, pods)),
+    memory: `${Math.max(512, pods)}Gi`,
+    pods: String(pods),
+    [gpuResourceName]: '16',
+  };
   const node = {
     apiVersion: 'v1',
     kind: 'Node',
@@ -501,6 +507,8 @@ export function kubectlRun(info: StackInfo, args: string[], input?: string): str
     encoding: 'utf8',
     input,
     stdio: ['pipe', 'pipe', 'pipe'],
+    // Lists of a thousand objects and the apiserver's /metrics exceed the 1 MiB default.
+    maxBuffer: 256 * 1024 * 1024,
   });
 }
 

@@ -1,0 +1,81 @@
+// The cost benchmark: on its own local stack, N objects converged by the floor (plain Deployments),
+// the peer (sample-controller) and this operator, in one run. Writes bench/results/<date>-<N>.json
+// and prints a table with the operator's ratios to the others.
+// Usage: npm run bench:converge -- --models 1000 [--only floor,peer,operator]
+import { mkdirSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { cacheRoot } from '../deploy/local/components.js';
+import { down, up } from '../deploy/local/stack.js';
+import { contenderNames, makeRoom, runContender, type ContenderName, type ContenderResult } from './harness/run.js';
+
+const cmd = new Command('bench:converge')
+  .addOption(
+    new Option('--models <n>', 'objects per contender')
+      .argParser((v) => {
+        const n = Number(v);
+        if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`a whole number >= 1, got "${v}"`);
+        return n;
+      })
+      .default(100),
+  )
+  .addOption(new Option('--only <list>', 'contenders to run, comma-separated').default(contenderNames.join(',')))
+  .parse();
+const { models, only } = cmd.opts<{ models: number; only: string }>();
+const chosen = only.split(',').map((s) => s.trim()) as ContenderName[];
+for (const c of chosen) if (!contenderNames.includes(c)) cmd.error(`--only: unknown contender "${c}"`);
+
+const stateDir = path.join(cacheRoot, 'stack-bench');
+const resultsDir = fileURLToPath(new URL('./results', import.meta.url));
+const log = (line: string) => console.error(line);
+
+function ratio(a: number | undefined, b: number | undefined): string {
+  return a !== undefined && b ? `${(a / b).toFixed(2)}×` : '–';
+}
+
+function table(results: Partial<Record<ContenderName, ContenderResult>>): string {
+  const { floor, peer, operator } = results;
+  const rows: [string, (r: ContenderResult) => number | undefined][] = [
+    ['converged (s)', (r) => r.convergedSeconds],
+    ['all Deployments exist (s)', (r) => r.allDeploymentsSeconds],
+    ['machine CPU (s)', (r) => r.machineCpuSeconds],
+    ['controller CPU (s)', (r) => r.cpuSeconds.operator ?? r.cpuSeconds.peer],
+    ['controller peak RSS (MiB)', (r) => r.peakRssMiB.operator ?? r.peakRssMiB.peer],
+    ['apiserver requests', (r) => Object.values(r.apiserverRequests).reduce((a, b) => a + b, 0)],
+    ['delete namespace (s)', (r) => r.deleteSeconds],
+  ];
+  const lines = ['| | floor | peer | operator | operator/peer | operator/floor |', '|---|---|---|---|---|---|'];
+  for (const [label, get] of rows) {
+    const [f, p, o] = [floor, peer, operator].map((r) => (r ? get(r) : undefined));
+    lines.push(`| ${label} | ${f ?? '–'} | ${p ?? '–'} | ${o ?? '–'} | ${ratio(o, p)} | ${ratio(o, f)} |`);
+  }
+  return lines.join('\n');
+}
+
+async function main(): Promise<void> {
+  const stack = await up({ stateDir, ports: 'auto', fresh: true, log });
+  const results: Partial<Record<ContenderName, ContenderResult>> = {};
+  try {
+    makeRoom(stack, models);
+    for (const name of chosen) results[name] = await runContender(stack, name, models, log);
+  } finally {
+    await down(stateDir);
+  }
+  const date = new Date().toISOString().slice(0, 10);
+  mkdirSync(resultsDir, { recursive: true });
+  const file = path.join(resultsDir, `${date}-${models}.json`);
+  writeFileSync(file, `${JSON.stringify({ date, models, cores: os.cpus().length, results }, null, 2)}\n`);
+  console.log(table(results));
+  console.log(`\n${file}`);
+}
+
+// Exits explicitly: client watches and gRPC channels of the runs may hold the event loop open.
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    console.error(err);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,271 @@
+// One benchmark run on a stack: the floor (plain Deployments), the peer (sample-controller, Foos) and
+// this operator (MachineModels, run compiled as its image runs it), one after another, each with N
+// objects created by one kubectl apply in a namespace of its own, then that namespace deleted.
+import { execFileSync, spawn } from 'node:child_process';
+import { createWriteStream } from 'node:fs';
+import path from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { KubeConfig } from '@kubernetes/client-node';
+import { Client, Connection } from '@temporalio/client';
+import { sampleController } from '../../deploy/local/components.js';
+import { ensureInstalled } from '../../deploy/local/install.js';
+import { freePort } from '../../deploy/local/processes.js';
+import { applyFakeNode, kubectlRun, type StackInfo } from '../../deploy/local/stack.js';
+import { machineModel } from '../../test/support/models.js';
+import { installCrds, operatorProbe, startOperatorProcess } from '../../test/support/operator-process.js';
+import { apiserverRequestsByVerb, difference } from './apiserver-requests.js';
+import { round, Usage } from './proc.js';
+import { Timeline, type Watched } from './timeline.js';
+
+export const contenderNames = ['floor', 'peer', 'operator'] as const;
+export type ContenderName = (typeof contenderNames)[number];
+
+export interface ContenderResult {
+  models: number;
+  /** kubectl apply → every object converged (floor: Deployment available; peer: Foo status; operator: Ready). */
+  convergedSeconds: number;
+  /** kubectl apply → every Deployment exists. */
+  allDeploymentsSeconds: number;
+  /** How long after its Deployment became available each object reported it (not for the floor). */
+  readyLagMs?: { p50: number; p99: number };
+  cpuSeconds: Record<string, number>;
+  machineCpuSeconds: number;
+  peakRssMiB: Record<string, number>;
+  apiserverRequests: Record<string, number>;
+  /** kubectl delete namespace → the namespace is gone. */
+  deleteSeconds: number;
+  /** Operator only: workflow history events and activities per model (median, max). */
+  perModel?: { historyEvents: { p50: number; max: number }; activities: { p50: number; max: number } };
+}
+
+interface Process {
+  pid: number;
+  stop(): Promise<void>;
+}
+
+interface Contender {
+  objects(namespace: string, n: number): object[];
+  own?: { watched: Watched; converged: (o: { status?: Record<string, any> }) => boolean };
+  install?(stack: StackInfo): void;
+  start?(stack: StackInfo, namespace: string, log: (line: string) => void): Promise<Process>;
+}
+
+const peerModuleDir = sampleController.moduleDir;
+
+/** The peer's own example CRD (with the status subresource its controller writes), from its module. */
+function peerCrdFile(): string {
+  const info = JSON.parse(
+    execFileSync('go', ['mod', 'download', '-json', `k8s.io/sample-controller@v${sampleController.version}`], {
+      cwd: peerModuleDir,
+      encoding: 'utf8',
+    }),
+  ) as { Dir: string };
+  return path.join(info.Dir, 'artifacts/examples/crd-status-subresource.yaml');
+}
+
+const contenders: Record<ContenderName, Contender> = {
+  floor: {
+    objects: (namespace, n) =>
+      Array.from({ length: n }, (_, i) => ({
+        apiVersion: 'apps/v1',
+        kind: 'Deployment',
+        metadata: { name: `d-${i}`, namespace },
+        spec: {
+          replicas: 1,
+          selector: { matchLabels: { app: `d-${i}` } },
+          template: {
+            metadata: { labels: { app: `d-${i}` } },
+            spec: { containers: [{ name: 'app', image: 'registry.example.com/models/classifier:v1' }] },
+          },
+        },
+      })),
+  },
+  peer: {
+    objects: (namespace, n) =>
+      Array.from({ length: n }, (_, i) => ({
+        apiVersion: 'samplecontroller.k8s.io/v1alpha1',
+        kind: 'Foo',
+        metadata: { name: `foo-${i}`, namespace },
+        spec: { deploymentName: `foo-${i}`, replicas: 1 },
+      })),
+    own: {
+      watched: {
+        apiVersion: 'samplecontroller.k8s.io/v1alpha1',
+        kind: 'Foo',
+        prefix: '/apis/samplecontroller.k8s.io/v1alpha1',
+        resource: 'foos',
+      },
+      converged: (foo) => (foo.status?.availableReplicas ?? 0) >= 1,
+    },
+    install(stack) {
+      kubectlRun(stack, ['apply', '--server-side', '-f', peerCrdFile()]);
+      kubectlRun(stack, ['wait', '--for=condition=Established', 'crd/foos.samplecontroller.k8s.io', '--timeout=30s']);
+    },
+    async start(stack, _namespace, log) {
+      const bin = await ensureInstalled(sampleController, log);
+      const logFile = path.join(stack.stateDir, 'logs', `sample-controller-${Date.now()}.log`);
+      const child = spawn(bin, ['-kubeconfig', stack.kubeconfig], { stdio: ['ignore', 'pipe', 'pipe'] });
+      const out = createWriteStream(logFile);
+      child.stdout.pipe(out);
+      child.stderr.pipe(out);
+      const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+      // Its informers list before its workers start; a few seconds is plenty on an empty cluster.
+      await sleep(3_000);
+      return {
+        pid: child.pid!,
+        async stop() {
+          child.kill('SIGTERM');
+          await exited;
+        },
+      };
+    },
+  },
+  operator: {
+    objects: (namespace, n) => Array.from({ length: n }, (_, i) => machineModel(namespace, `m-${i}`)),
+    own: {
+      watched: {
+        apiVersion: 'stable.example.com/v1',
+        kind: 'MachineModel',
+        prefix: '/apis/stable.example.com/v1',
+        resource: 'machinemodels',
+      },
+      converged: (mm) => mm.status?.phase === 'Ready',
+    },
+    install: installCrds,
+    async start(stack, namespace) {
+      const metricsPort = await freePort();
+      // Its own namespace only, like the peer's and the floor's objects: a shared stack may hold other models.
+      const operator = startOperatorProcess(
+        stack,
+        {
+          MMO_NAMESPACES: namespace,
+          MMO_TASK_QUEUE: `bench-${randomUUID()}`,
+          MMO_METRICS_PORT: String(metricsPort),
+          LOG_LEVEL: 'warn',
+        },
+        'bench-operator',
+      );
+      await until(
+        'the operator ready',
+        async () => (await operatorProbe(metricsPort, '/readyz')).status === 200,
+        120_000,
+      );
+      return {
+        pid: operator.child.pid!,
+        async stop() {
+          await operator.stop();
+        },
+      };
+    },
+  },
+};
+
+async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (
+    !(await Promise.resolve()
+      .then(check)
+      .catch(() => false))
+  ) {
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs / 1000}s`);
+    await sleep(200);
+  }
+}
+
+function quantile(xs: number[], q: number): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length ? s[Math.min(s.length - 1, Math.floor(q * s.length))]! : NaN;
+}
+
+/** History events and activities per model workflow, from Temporal (all runs of each). */
+async function perModel(stack: StackInfo, namespace: string): Promise<ContenderResult['perModel']> {
+  const connection = await Connection.connect({ address: stack.temporalAddress });
+  try {
+    const client = new Client({ connection, namespace: stack.temporalNamespace });
+    const events = new Map<string, number>();
+    const activities = new Map<string, number>();
+    for await (const wf of client.workflow.list({ query: `MachineModelNamespace = '${namespace}'` })) {
+      // The history itself: visibility's historyLength stays 0 while a run is open.
+      const history = await client.workflow.getHandle(wf.workflowId, wf.runId).fetchHistory();
+      events.set(wf.workflowId, (events.get(wf.workflowId) ?? 0) + (history.events ?? []).length);
+      const scheduled = (history.events ?? []).filter((e) => e.activityTaskScheduledEventAttributes).length;
+      activities.set(wf.workflowId, (activities.get(wf.workflowId) ?? 0) + scheduled);
+    }
+    const stats = (m: Map<string, number>) => ({ p50: quantile([...m.values()], 0.5), max: Math.max(...m.values()) });
+    return { historyEvents: stats(events), activities: stats(activities) };
+  } finally {
+    await connection.close();
+  }
+}
+
+export async function runContender(
+  stack: StackInfo,
+  name: ContenderName,
+  n: number,
+  log: (line: string) => void,
+  timeoutMs = 60 * 60_000,
+): Promise<ContenderResult> {
+  const contender = contenders[name];
+  contender.install?.(stack);
+  const namespace = `bench-${name}-${randomUUID().slice(0, 6)}`;
+  kubectlRun(stack, ['create', 'namespace', namespace]);
+  const process = await contender.start?.(stack, namespace, log);
+  const pidOf = (component: string) => stack.processes.find((p) => p.name === component)!.pid;
+  const usage = new Usage({
+    ...(process ? { [name]: process.pid } : {}),
+    'kube-apiserver': pidOf('kube-apiserver'),
+    etcd: pidOf('etcd'),
+    temporal: pidOf('temporal'),
+  });
+  const requestsBefore = apiserverRequestsByVerb(stack);
+  const kc = new KubeConfig();
+  kc.loadFromFile(stack.kubeconfig);
+  const timeline = new Timeline(kc, namespace, contender.own);
+  await timeline.start();
+  timeline.begin();
+  kubectlRun(
+    stack,
+    ['apply', '--server-side', '-f', '-'],
+    JSON.stringify({ apiVersion: 'v1', kind: 'List', items: contender.objects(namespace, n) }),
+  );
+  log(`${name}: ${n} objects applied in ${namespace}`);
+  await until(`${name}: ${n} converged`, () => timeline.done.size >= n, timeoutMs);
+  const { cpuSeconds, machineCpuSeconds, peakRssMiB } = usage.stop();
+  const apiserverRequests = difference(apiserverRequestsByVerb(stack), requestsBefore);
+  await timeline.stop();
+  const lags = contender.own
+    ? // Each object's Deployment has the object's name (Foo deploymentName, MachineModel).
+      [...timeline.converged].map(([obj, t]) => t - (timeline.available.get(obj) ?? t))
+    : [];
+  const result: ContenderResult = {
+    models: n,
+    convergedSeconds: round(Math.max(...timeline.done.values()) / 1000),
+    allDeploymentsSeconds: round(Math.max(...timeline.created.values()) / 1000),
+    ...(lags.length
+      ? { readyLagMs: { p50: Math.round(quantile(lags, 0.5)), p99: Math.round(quantile(lags, 0.99)) } }
+      : {}),
+    cpuSeconds,
+    machineCpuSeconds,
+    peakRssMiB,
+    apiserverRequests,
+    deleteSeconds: 0,
+    ...(name === 'operator' ? { perModel: await perModel(stack, namespace) } : {}),
+  };
+  log(`${name}: converged in ${result.convergedSeconds}s; deleting ${namespace}`);
+  const deleting = performance.now();
+  kubectlRun(stack, ['delete', 'namespace', namespace, '--wait=false']);
+  await until(
+    `${name}: namespace ${namespace} gone`,
+    () => !kubectlRun(stack, ['get', 'namespace', '-o', 'name']).split('\n').includes(`namespace/${namespace}`),
+    timeoutMs,
+  );
+  result.deleteSeconds = round((performance.now() - deleting) / 1000);
+  await process?.stop();
+  return result;
+}
+
+/** Room on the fake node for the largest run (each object has one pod). */
+export function makeRoom(stack: StackInfo, n: number): void {
+  applyFakeNode(stack, Math.max(500, n + 100));
+}
