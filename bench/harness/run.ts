@@ -11,7 +11,7 @@ import { Client, Connection } from '@temporalio/client';
 import { sampleController } from '../../deploy/local/components.js';
 import { ensureInstalled } from '../../deploy/local/install.js';
 import { freePort } from '../../deploy/local/processes.js';
-import { applyFakeNode, kubectlRun, type StackInfo } from '../../deploy/local/stack.js';
+import { kubectlRun, resizeFakeNode, type StackInfo } from '../../deploy/local/stack.js';
 import { machineModel } from '../../test/support/models.js';
 import { installCrds, operatorProbe, startOperatorProcess } from '../../test/support/operator-process.js';
 import { apiserverRequestsByVerb, difference } from './apiserver-requests.js';
@@ -267,5 +267,5 @@ export async function runContender(
 
 /** Room on the fake node for the largest run (each object has one pod). */
 export function makeRoom(stack: StackInfo, n: number): void {
-  applyFakeNode(stack, Math.max(500, n + 100));
+  resizeFakeNode(stack, Math.max(500, n + 100));
 }

@@ -94,7 +94,14 @@ export const sampleController: GoComponent = {
   firstBuild: 'compiles client-go: 1 to 4 minutes',
 };
 
-export const allComponents: Component[] = [temporalCli, temporalTestServer, kubectl, caddy, kubeLocal, sampleController];
+export const allComponents: Component[] = [
+  temporalCli,
+  temporalTestServer,
+  kubectl,
+  caddy,
+  kubeLocal,
+  sampleController,
+];
 
 export function componentDir(c: Component): string {
   const suffix = c.kind === 'go' ? `-${sourceHash(c)}` : '';

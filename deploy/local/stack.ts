@@ -460,15 +460,26 @@ function startKwok(info: StackInfo, bin: string): ManagedProcess {
   );
 }
 
-/** One fake node, with room for many models (`pods` of them) and GPUs as an extended resource. */
-export function applyFakeNode(info: StackInfo, pods = 500): void {
-  // CPU and memory grow with the pod count (a model requests 100m and 128Mi), so pods stay the limit.
-  const capacity = {
+/** CPU and memory grow with the pod count (a model requests 100m and 128Mi), so pods stay the limit. */
+function fakeNodeCapacity(pods: number) {
+  return {
     cpu: String(Math.max(64, pods)),
     memory: `${Math.max(512, pods)}Gi`,
     pods: String(pods),
     [gpuResourceName]: '16',
   };
+}
+
+/** Room for `pods` pods on the fake node: its status, through the status subresource (apply ignores status). */
+export function resizeFakeNode(info: StackInfo, pods: number): void {
+  const capacity = fakeNodeCapacity(pods);
+  const patch = JSON.stringify({ status: { capacity, allocatable: capacity } });
+  kubectlRun(info, ['patch', 'node', fakeNodeName, '--subresource=status', '--type=merge', '-p', patch]);
+}
+
+/** One fake node, with room for many models and GPUs as an extended resource. */
+function applyFakeNode(info: StackInfo): void {
+  const capacity = fakeNodeCapacity(500);
   const node = {
     apiVersion: 'v1',
     kind: 'Node',
