@@ -1,4 +1,4 @@
-import type { KubernetesObject } from '@kubernetes/client-node';
+import type { KubernetesObject, V1Deployment, V2HorizontalPodAutoscaler } from '@kubernetes/client-node';
 import type { ModelRef } from '../src/core/api.js';
 import {
   buildAutoscaler,
@@ -11,9 +11,12 @@ import {
   type ChildObject,
 } from '../src/core/desired-state.js';
 import { ownershipOf } from '../src/core/ownership.js';
+import { readinessOf } from '../src/core/readiness.js';
+import type { Readiness } from '../src/core/status.js';
 import type { ActivityDeps } from './deps.js';
 import { fail, kubeFailure } from './failure.js';
 import { recordEventBestEffort } from './events.js';
+import { withScheduling } from './observe-readiness.js';
 import type { ModelSnapshot } from './read-model.js';
 
 export interface ApplyResult {
@@ -23,9 +26,14 @@ export interface ApplyResult {
   selector: string;
   /** The model has a HorizontalPodAutoscaler after this apply. */
   autoscaler: boolean;
+  // Both absent from results recorded before applyChildren reported them.
+  /** The rollout as the Deployment (and autoscaler) read or written here say; no second read needed. */
+  readiness?: Readiness;
+  /** "Kind/resourceVersion" of every object written: the watch events they cause are this round's own echo. */
+  written?: string[];
 }
 
-type Live = KubernetesObject & { spec?: { replicas?: number } };
+type Live = KubernetesObject & { spec?: { replicas?: number }; status?: object };
 type Action = 'created' | 'updated' | 'deleted';
 interface Change {
   kind: string;
@@ -54,28 +62,37 @@ export function applyChildrenActivity({ kube, build }: ActivityDeps) {
     return live;
   }
 
-  /** Applies `desired` unless the live object already has every field we set. */
-  async function ensure(desired: ChildObject, live: Live | undefined, changes: Change[]): Promise<void> {
-    if (live && isSubset(desired, live)) return;
-    await kube.apply(desired as KubernetesObject);
+  /** Applies `desired` unless the live object already has every field we set; the object as it now is. */
+  async function ensure(desired: ChildObject, live: Live | undefined, changes: Change[], written: string[]) {
+    if (live && isSubset(desired, live)) return live;
+    const applied = await kube.apply(desired as KubernetesObject);
     changes.push({ kind: desired.kind, action: live ? 'updated' : 'created' });
+    written.push(`${desired.kind}/${applied.metadata?.resourceVersion}`);
+    return applied as Live;
   }
 
   return async function applyChildren(snapshot: ModelSnapshot): Promise<ApplyResult> {
     const { ref, spec } = snapshot;
     const changes: Change[] = [];
+    const written: string[] = [];
+    let readiness: Readiness;
     try {
-      const deployment = await readChecked(ref, 'apps/v1', 'Deployment');
-      await ensure(buildDeployment(ref, spec, build, deployment?.spec?.replicas), deployment, changes);
+      const live = await readChecked(ref, 'apps/v1', 'Deployment');
+      const desired = buildDeployment(ref, spec, build, live?.spec?.replicas);
+      const deployment = await ensure(desired, live, changes, written);
       const service = await readChecked(ref, 'v1', 'Service');
-      await ensure(buildService(ref, spec), service, changes);
+      await ensure(buildService(ref, spec), service, changes, written);
       const hpa = await readChecked(ref, 'autoscaling/v2', 'HorizontalPodAutoscaler');
+      let autoscaler: Live | undefined;
       if (wantsAutoscaler(spec)) {
-        await ensure(buildAutoscaler(ref, spec, build), hpa, changes);
+        autoscaler = await ensure(buildAutoscaler(ref, spec, build), hpa, changes, written);
       } else if (hpa) {
         await kube.delete(hpa, hpa.metadata?.uid);
         changes.push({ kind: 'HorizontalPodAutoscaler', action: 'deleted' });
       }
+      readiness = readinessOf(deployment as V1Deployment, autoscaler as V2HorizontalPodAutoscaler | undefined);
+      // A rollout this call just began has no pods the scheduler could have refused yet.
+      if (deployment === live) readiness = await withScheduling(kube, ref, readiness);
     } catch (err) {
       throw kubeFailure(err, `applying children of MachineModel ${ref.namespace}/${ref.name}`);
     } finally {
@@ -94,6 +111,8 @@ export function applyChildrenActivity({ kube, build }: ActivityDeps) {
       inferenceURL: inferenceURL(ref, spec, build),
       selector: selectorString(ref.name),
       autoscaler: wantsAutoscaler(spec),
+      readiness,
+      written,
     };
   };
 }

@@ -8,13 +8,15 @@ import { apiStatus } from '../src/plumbing/kube-errors.js';
 // (a conflict fails the attempt and the activity's retry reads again).
 
 export function ensureFinalizerActivity({ kube }: ActivityDeps) {
-  return async function ensureFinalizer(ref: ModelRef): Promise<{ added: boolean }> {
-    return patchFinalizers(
+  /** `written`: "MachineModel/<resourceVersion>" after the patch, so the round knows its own echo. */
+  return async function ensureFinalizer(ref: ModelRef): Promise<{ added: boolean; written?: string }> {
+    const resourceVersion = await patchFinalizers(
       kube,
       ref,
       (list) => (list.includes(finalizerName) ? undefined : [...list, finalizerName]),
       'adding the finalizer',
-    ).then((changed) => ({ added: changed }));
+    );
+    return resourceVersion ? { added: true, written: `MachineModel/${resourceVersion}` } : { added: false };
   };
 }
 
@@ -25,30 +27,31 @@ export function removeFinalizerActivity({ kube }: ActivityDeps) {
       ref,
       (list) => (list.includes(finalizerName) ? list.filter((f) => f !== finalizerName) : undefined),
       'removing the finalizer',
-    ).then((changed) => ({ removed: changed }));
+    ).then((resourceVersion) => ({ removed: resourceVersion !== undefined }));
   };
 }
 
+/** The resourceVersion the patch produced; undefined when there was nothing to change. */
 async function patchFinalizers(
   kube: ActivityDeps['kube'],
   ref: ModelRef,
   change: (current: string[]) => string[] | undefined,
   action: string,
-): Promise<boolean> {
+): Promise<string | undefined> {
   try {
     const obj = await kube.getModel(ref.namespace, ref.name);
-    if (!obj || obj.metadata.uid !== ref.uid) return false;
+    if (!obj || obj.metadata.uid !== ref.uid) return undefined;
     const next = change(obj.metadata.finalizers ?? []);
-    if (!next) return false;
-    await kube.jsonPatchModel(ref.namespace, ref.name, [
+    if (!next) return undefined;
+    const patched = await kube.jsonPatchModel(ref.namespace, ref.name, [
       { op: 'test', path: '/metadata/uid', value: ref.uid },
       { op: 'test', path: '/metadata/resourceVersion', value: obj.metadata.resourceVersion },
       { op: 'add', path: '/metadata/finalizers', value: next },
     ]);
-    return true;
+    return patched.metadata?.resourceVersion ?? '';
   } catch (err) {
     // Gone while we worked on it: nothing left to change.
-    if (apiStatus(err) === 404) return false;
+    if (apiStatus(err) === 404) return undefined;
     // A failed `test` (the object changed since we read it) comes back as 422 or 409: read again.
     if (apiStatus(err) === 422 || apiStatus(err) === 409) {
       throw fail('Conflict', `${action} on MachineModel ${ref.namespace}/${ref.name}: the object changed meanwhile`);

@@ -12,9 +12,14 @@ export interface ModelSnapshot {
   spec: MachineModelSpec;
   /** Empty when the spec is valid; otherwise messages for the Failed condition. */
   specErrors: string[];
+  /**
+   * Whether this worker publishes on a gateway: without one a round has no gateway step. Absent from
+   * results recorded before it existed, which count as configured (the gateway steps ran).
+   */
+  gatewayConfigured?: boolean;
 }
 
-export function readModelActivity({ kube }: ActivityDeps) {
+export function readModelActivity({ kube, gateway }: ActivityDeps) {
   return async function readModel(key: { namespace: string; name: string }): Promise<ModelSnapshot | null> {
     const obj = await kube.getModel(key.namespace, key.name).catch((err: unknown) => {
       throw kubeFailure(err, `reading MachineModel ${key.namespace}/${key.name}`);
@@ -27,6 +32,7 @@ export function readModelActivity({ kube }: ActivityDeps) {
       hasFinalizer: (obj.metadata.finalizers ?? []).includes(finalizerName),
       spec: obj.spec,
       specErrors: [...validateName(key.name), ...validateSpec(obj.spec)],
+      gatewayConfigured: gateway !== undefined,
     };
   };
 }

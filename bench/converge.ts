@@ -1,7 +1,8 @@
 // The cost benchmark: on its own local stack, N objects converged by the floor (plain Deployments),
 // the peer (sample-controller) and this operator, in one run. Writes bench/results/<date>-<N>.json
 // and prints a table with the operator's ratios to the others.
-// Usage: npm run bench:converge -- --models 1000 [--only floor,peer,operator]
+// Usage: npm run bench:converge -- --models 1000 [--only floor,peer,operator] [--profile dir] [--label word]
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -22,8 +23,10 @@ const cmd = new Command('bench:converge')
       .default(100),
   )
   .addOption(new Option('--only <list>', 'contenders to run, comma-separated').default(contenderNames.join(',')))
+  .addOption(new Option('--profile <dir>', "write the operator's V8 CPU profile into this directory"))
+  .addOption(new Option('--label <word>', 'added to the results file name, so runs of one day keep apart'))
   .parse();
-const { models, only } = cmd.opts<{ models: number; only: string }>();
+const { models, only, profile, label } = cmd.opts<{ models: number; only: string; profile?: string; label?: string }>();
 const chosen = only.split(',').map((s) => s.trim()) as ContenderName[];
 for (const c of chosen) if (!contenderNames.includes(c)) cmd.error(`--only: unknown contender "${c}"`);
 
@@ -45,11 +48,17 @@ function table(results: Partial<Record<ContenderName, ContenderResult>>): string
     ['controller peak RSS (MiB)', (r) => r.peakRssMiB.operator ?? r.peakRssMiB.peer],
     ['apiserver requests', (r) => Object.values(r.apiserverRequests).reduce((a, b) => a + b, 0)],
     ['delete namespace (s)', (r) => r.deleteSeconds],
+    ['history events per model (p50)', (r) => r.perModel?.historyEvents.p50],
+    ['workflow tasks per model (p50)', (r) => r.perModel?.workflowTasks.p50],
+    [
+      'activities per model, regular + local (p50)',
+      (r) => r.perModel && r.perModel.activities.p50 + r.perModel.localActivities.p50,
+    ],
   ];
   const lines = ['| | floor | peer | operator | operator/peer | operator/floor |', '|---|---|---|---|---|---|'];
-  for (const [label, get] of rows) {
+  for (const [title, get] of rows) {
     const [f, p, o] = [floor, peer, operator].map((r) => (r ? get(r) : undefined));
-    lines.push(`| ${label} | ${f ?? '–'} | ${p ?? '–'} | ${o ?? '–'} | ${ratio(o, p)} | ${ratio(o, f)} |`);
+    lines.push(`| ${title} | ${f ?? '–'} | ${p ?? '–'} | ${o ?? '–'} | ${ratio(o, p)} | ${ratio(o, f)} |`);
   }
   return lines.join('\n');
 }
@@ -59,14 +68,20 @@ async function main(): Promise<void> {
   const results: Partial<Record<ContenderName, ContenderResult>> = {};
   try {
     makeRoom(stack, models);
-    for (const name of chosen) results[name] = await runContender(stack, name, models, log);
+    for (const name of chosen)
+      results[name] = await runContender(stack, name, models, log, {
+        profileDir: profile && path.resolve(profile),
+      });
   } finally {
     await down(stateDir);
   }
   const date = new Date().toISOString().slice(0, 10);
   mkdirSync(resultsDir, { recursive: true });
-  const file = path.join(resultsDir, `${date}-${models}.json`);
-  writeFileSync(file, `${JSON.stringify({ date, models, cores: os.cpus().length, results }, null, 2)}\n`);
+  const file = path.join(resultsDir, `${date}-${models}${label ? `-${label}` : ''}.json`);
+  const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+  const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8' }) !== '';
+  const report = { date, models, cores: os.cpus().length, commit: dirty ? `${commit}+changes` : commit, results };
+  writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
   console.log(table(results));
   console.log(`\n${file}`);
 }

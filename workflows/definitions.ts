@@ -66,6 +66,8 @@ export interface CarriedState {
   signals: number;
   runs: number;
   lastOutcome?: RoundOutcome;
+  /** "Kind/resourceVersion" of what the current round wrote: their watch events need no new round. */
+  echoes?: string[];
 }
 
 export interface MachineModelWorkflowInput {

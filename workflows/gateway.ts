@@ -82,7 +82,7 @@ export function gatewaySteps(ctx: GatewayContext) {
      * spec. A gateway outage becomes a condition and an early retry instead of a stuck round.
      */
     async publish(snap: ModelSnapshot): Promise<Publication | undefined> {
-      if (!patched(gatewayPatch)) return undefined;
+      if (!patched(gatewayPatch) || snap.gatewayConfigured === false) return undefined;
       try {
         const r = await stepWith(gatewayStepOptions, 'registerRoute', 'publish on the gateway', snap);
         if (!r.configured) return undefined;

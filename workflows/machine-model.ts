@@ -41,6 +41,7 @@ import { defaultWorkflowConfig, type WorkflowConfig } from '../src/core/reconcil
 import { isReady, type Verdict } from '../src/core/status.js';
 import {
   deletedSignal,
+  type ReconcileHint,
   reconcileNowUpdate,
   reconcileSignal,
   resyncSignal,
@@ -53,10 +54,12 @@ import {
 import { gatewayRetryMaxSeconds, gatewaySteps } from './gateway.js';
 import type { PatchId } from './patches.js';
 import { phaseAttribute } from './search-attributes.js';
-import { failureOf, step } from './steps.js';
+import { failureOf, localFirst, step } from './steps.js';
 
 /** A finished run continues as new only for signals that may concern another object of its name. */
 const ownSignalsPatch: PatchId = 'finish-ignores-own-signals';
+/** Kubernetes steps as local activities first; the echo of a round's own writes is no reason to look again. */
+const cheapRoundsPatch: PatchId = 'cheap-rounds';
 const invalidSpec: FailureType = 'InvalidSpec';
 
 type Round = RoundOutcome & { nextCheckSeconds: number };
@@ -71,13 +74,25 @@ interface LoopState {
   finished: boolean;
 }
 
-function handleMessages(state: CarriedState, loop: LoopState, view: () => WorkflowStateView) {
+/** A watch event caused by a write of the round before (its "Kind/resourceVersion" is one the round wrote). */
+function isEcho(state: CarriedState, hint: ReconcileHint): boolean {
+  return hint.resourceVersion !== undefined && !!state.echoes?.includes(`${hint.source}/${hint.resourceVersion}`);
+}
+
+function handleMessages(state: CarriedState, loop: LoopState, view: () => WorkflowStateView, ignoreEchoes: boolean) {
   const wake = (uid?: string) => {
     state.signals++;
     loop.dirty = true;
     if (!uid || uid !== state.uid) loop.foreignSignal = true;
   };
-  setHandler(reconcileSignal, (hint) => wake(hint.uid));
+  setHandler(reconcileSignal, (hint) => {
+    if (ignoreEchoes && isEcho(state, hint)) {
+      state.signals++;
+      state.echoes = state.echoes?.filter((w) => w !== `${hint.source}/${hint.resourceVersion}`);
+      return;
+    }
+    wake(hint.uid);
+  });
   setHandler(resyncSignal, () => wake());
   setHandler(deletedSignal, ({ uid }) => wake(uid));
   setHandler(stateQuery, view);
@@ -96,16 +111,24 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
   const label = `${key.namespace}/${key.name}`;
   const state: CarriedState = input.state ?? { notReadyChecks: 0, rounds: 0, signals: 0, runs: 0 };
   state.runs++;
+  // Runs started by older code keep regular activities and every signal until they continue as new.
+  const cheap = patched(cheapRoundsPatch);
+  const kubeStep: typeof localFirst = cheap ? localFirst : step;
   // Level-triggered: every run begins by looking, unless it continues a quiet predecessor.
   const loop: LoopState = { dirty: input.dirty ?? true, foreignSignal: false, roundInProgress: false, finished: false };
   let nextCheckSeconds = input.nextCheckSeconds ?? 0;
-  handleMessages(state, loop, () => ({
-    ...state,
-    ...key,
-    pendingWork: loop.dirty,
-    roundInProgress: loop.roundInProgress,
-    config: cfg,
-  }));
+  handleMessages(
+    state,
+    loop,
+    () => ({
+      ...state,
+      ...key,
+      pendingWork: loop.dirty,
+      roundInProgress: loop.roundInProgress,
+      config: cfg,
+    }),
+    cheap,
+  );
 
   const writeStatus = async (
     ref: ModelRef,
@@ -113,7 +136,7 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
     verdict: Verdict,
     extra: Partial<WriteStatusInput> = {},
   ) => {
-    const written = await step('writeStatus', `status: ${verdict.kind}`, ref, { generation, verdict, ...extra });
+    const written = await kubeStep('writeStatus', `status: ${verdict.kind}`, ref, { generation, verdict, ...extra });
     setPhase(written.phase);
     return written;
   };
@@ -141,7 +164,8 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
       nextCheckSeconds: next,
     });
 
-    const snap = await step('readModel', `read MachineModel ${label}`, key);
+    if (cheap) state.echoes = [];
+    const snap = await kubeStep('readModel', `read MachineModel ${label}`, key);
     const previous = state.uid ? { ...key, uid: state.uid } : undefined;
     const lifecycle = lifecycleOf(snap);
     if (lifecycle.step === 'gone') {
@@ -177,12 +201,16 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
 
   async function cleanup(snap: ModelSnapshot, removeFinalizer: boolean, outcome: Outcome): Promise<Round> {
     const { ref, generation } = snap;
-    await writeStatus(ref, generation, { kind: 'deleting', message: 'cleaning up before the finalizer is removed' });
+    // Without a gateway nothing can hold the finalizer: no Deleting status that nobody would see.
+    const waitsForGateway = !cheap || snap.gatewayConfigured !== false;
+    if (waitsForGateway) {
+      await writeStatus(ref, generation, { kind: 'deleting', message: 'cleaning up before the finalizer is removed' });
+    }
     const changes: string[] = [];
     try {
-      if (await gateway.unpublish(ref, generation)) changes.push('gateway route removed');
+      if (waitsForGateway && (await gateway.unpublish(ref, generation))) changes.push('gateway route removed');
       if (removeFinalizer) {
-        await step('removeFinalizer', 'remove finalizer', ref);
+        await kubeStep('removeFinalizer', 'remove finalizer', ref);
         changes.push('finalizer removed');
       }
     } catch (err) {
@@ -200,7 +228,8 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
     const changes: string[] = [];
     try {
       if (addFinalizer) {
-        await step('ensureFinalizer', 'add finalizer', ref);
+        const { written } = await kubeStep('ensureFinalizer', 'add finalizer', ref);
+        if (written) state.echoes?.push(written);
         changes.push('finalizer added');
       }
       if (snap.specErrors.length > 0) {
@@ -208,9 +237,12 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
         const w = await writeStatus(ref, generation, { kind: 'failed', reason: invalidSpec, message });
         return outcome({ changes, conditions: w.conditions, message: 'invalid spec: waiting for it to change' });
       }
-      const applied = await step('applyChildren', 'apply Deployment, Service, HPA', snap);
+      const applied = await kubeStep('applyChildren', 'apply Deployment, Service, HPA and observe readiness', snap);
       changes.push(...applied.changes);
-      const readiness = await step('observeReadiness', 'observe readiness', ref, applied.autoscaler);
+      if (applied.written) state.echoes?.push(...applied.written);
+      // Results recorded before applyChildren observed readiness itself have none: look separately.
+      const readiness =
+        applied.readiness ?? (await kubeStep('observeReadiness', 'observe readiness', ref, applied.autoscaler));
       const decision = decideProgress(state, isReady(readiness), Date.now(), cfg);
       state.progressStartedAt = decision.progressStartedAt;
       state.notReadyChecks = decision.notReadyChecks;

@@ -49,6 +49,15 @@ export const patches = {
     stage: 'patched',
     next: 'deprecate once no run started before a1f244d is open (one day after its rollout and the query above)',
   },
+  'cheap-rounds': {
+    workflow: 'machineModelWorkflow',
+    guards:
+      "Kubernetes steps tried first as local activities; watch events of the round's own writes wake no " +
+      'round; a deletion without a gateway removes the finalizer without writing a Deleting status first',
+    added: 'the commit that adds it (2026-11-23)',
+    stage: 'patched',
+    next: 'deprecate once no run started before it is open (one day after its rollout and the query above)',
+  },
   'gateway-collisions': {
     workflow: 'gatewayJanitorWorkflow',
     guards: 'the janitor withdraws the younger of two routes whose prefixes collide',

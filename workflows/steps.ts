@@ -1,6 +1,16 @@
 // How the MachineModel workflow calls its activities: retry options, a one-line summary per step for
 // the Web UI, and the failure an activity hands back, in the vocabulary's terms.
-import { ActivityFailure, ApplicationFailure, proxyActivities, type ActivityOptions } from '@temporalio/workflow';
+import { RetryState } from '@temporalio/common';
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  CancelledFailure,
+  TemporalFailure,
+  proxyActivities,
+  proxyLocalActivities,
+  type ActivityOptions,
+  type LocalActivityOptions,
+} from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import type { StepFailure } from '../src/core/failures.js';
 
@@ -23,10 +33,23 @@ export const gatewayStepOptions: ActivityOptions = {
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '4 seconds', maximumAttempts: 3 },
 };
 
-const activities = proxyActivities<Activities>(kubeStepOptions);
+/**
+ * A Kubernetes step's first attempt, as a local activity: it runs inside the workflow task that asked
+ * for it, so a round of a few steps is one workflow task and a marker per step instead of a trip
+ * through the task queue and three events per step. One attempt only: a step that must be retried
+ * goes on as a regular activity (see `localFirst`), so the Web UI shows its attempts and last failure.
+ */
+export const kubeLocalStepOptions: LocalActivityOptions = {
+  // Within the 10 s workflow task timeout: a step that hangs falls back before the task times out.
+  startToCloseTimeout: '8 seconds',
+  retry: { maximumAttempts: 1 },
+};
 
-type Step<K extends keyof Activities> = {
-  executeWithOptions(options: ActivityOptions, args: Parameters<Activities[K]>): ReturnType<Activities[K]>;
+const activities = proxyActivities<Activities>(kubeStepOptions);
+const localActivities = proxyLocalActivities<Activities>(kubeLocalStepOptions);
+
+type Step<K extends keyof Activities, O> = {
+  executeWithOptions(options: O, args: Parameters<Activities[K]>): ReturnType<Activities[K]>;
 };
 
 /** Runs an activity with a one-line summary that the Web UI shows in the event history. */
@@ -44,7 +67,37 @@ export function stepWith<K extends keyof Activities>(
   summary: string,
   ...args: Parameters<Activities[K]>
 ): ReturnType<Activities[K]> {
-  return (activities[name] as unknown as Step<K>).executeWithOptions({ ...options, summary }, args);
+  return (activities[name] as unknown as Step<K, ActivityOptions>).executeWithOptions({ ...options, summary }, args);
+}
+
+/**
+ * A Kubernetes step tried once as a local activity, then, if that attempt failed in a way worth
+ * retrying, as a regular activity with the step's retry policy. A terminal failure comes back at once.
+ */
+export function localFirst<K extends keyof Activities>(
+  name: K,
+  summary: string,
+  ...args: Parameters<Activities[K]>
+): ReturnType<Activities[K]> {
+  const local: Promise<unknown> = (
+    localActivities[name] as unknown as Step<K, LocalActivityOptions>
+  ).executeWithOptions({ ...kubeLocalStepOptions, summary }, args);
+  return local.catch((thrown: unknown) => {
+    const err = asActivityFailure(thrown, name);
+    const failure = failureOf(err);
+    if (!failure || failure.nonRetryable) throw err;
+    return stepWith(kubeStepOptions, name, `${summary} (retrying)`, ...args) as Promise<unknown>;
+  }) as ReturnType<Activities[K]>;
+}
+
+/**
+ * The SDK hands a local activity's failure to the workflow as the bare cause (an ApplicationFailure),
+ * where a regular activity's comes wrapped in an ActivityFailure: wrap it, so both read alike.
+ */
+function asActivityFailure(err: unknown, activityType: string): unknown {
+  if (err instanceof ActivityFailure || !(err instanceof TemporalFailure) || err instanceof CancelledFailure)
+    return err;
+  return new ActivityFailure(err.message, activityType, undefined, RetryState.MAXIMUM_ATTEMPTS_REACHED, undefined, err);
 }
 
 /** The failure of an activity, as the error policy reads it; undefined for anything else (rethrow it). */

@@ -14,7 +14,7 @@ import { freePort } from '../../deploy/local/processes.js';
 import { kubectlRun, resizeFakeNode, type StackInfo } from '../../deploy/local/stack.js';
 import { machineModel } from '../../test/support/models.js';
 import { installCrds, operatorProbe, startOperatorProcess } from '../../test/support/operator-process.js';
-import { apiserverRequestsByVerb, difference } from './apiserver-requests.js';
+import { apiserverRequests, difference } from './apiserver-requests.js';
 import { round, Usage } from './proc.js';
 import { Timeline, type Watched } from './timeline.js';
 
@@ -33,10 +33,21 @@ export interface ContenderResult {
   machineCpuSeconds: number;
   peakRssMiB: Record<string, number>;
   apiserverRequests: Record<string, number>;
+  /** The same by verb and resource, the largest first. */
+  apiserverRequestsByResource: Record<string, number>;
   /** kubectl delete namespace → the namespace is gone. */
   deleteSeconds: number;
-  /** Operator only: workflow history events and activities per model (median, max). */
-  perModel?: { historyEvents: { p50: number; max: number }; activities: { p50: number; max: number } };
+  /**
+   * Operator only, per model until it converged (median, max): history events, activities (regular
+   * ones scheduled plus local ones recorded as markers) and workflow tasks (each one a trip through
+   * Temporal's task queue).
+   */
+  perModel?: Record<'historyEvents' | 'activities' | 'localActivities' | 'workflowTasks', { p50: number; max: number }>;
+}
+
+export interface RunOptions {
+  /** The operator writes a V8 CPU profile (.cpuprofile) here when it stops. */
+  profileDir?: string;
 }
 
 interface Process {
@@ -48,7 +59,7 @@ interface Contender {
   objects(namespace: string, n: number): object[];
   own?: { watched: Watched; converged: (o: { status?: Record<string, any> }) => boolean };
   install?(stack: StackInfo): void;
-  start?(stack: StackInfo, namespace: string, log: (line: string) => void): Promise<Process>;
+  start?(stack: StackInfo, namespace: string, options: RunOptions, log: (line: string) => void): Promise<Process>;
 }
 
 const peerModuleDir = sampleController.moduleDir;
@@ -102,7 +113,7 @@ const contenders: Record<ContenderName, Contender> = {
       kubectlRun(stack, ['apply', '--server-side', '-f', peerCrdFile()]);
       kubectlRun(stack, ['wait', '--for=condition=Established', 'crd/foos.samplecontroller.k8s.io', '--timeout=30s']);
     },
-    async start(stack, _namespace, log) {
+    async start(stack, _namespace, _options, log) {
       const bin = await ensureInstalled(sampleController, log);
       const logFile = path.join(stack.stateDir, 'logs', `sample-controller-${Date.now()}.log`);
       const child = spawn(bin, ['-kubeconfig', stack.kubeconfig], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -133,7 +144,7 @@ const contenders: Record<ContenderName, Contender> = {
       converged: (mm) => mm.status?.phase === 'Ready',
     },
     install: installCrds,
-    async start(stack, namespace) {
+    async start(stack, namespace, options) {
       const metricsPort = await freePort();
       // Its own namespace only, like the peer's and the floor's objects: a shared stack may hold other models.
       const operator = startOperatorProcess(
@@ -143,6 +154,7 @@ const contenders: Record<ContenderName, Contender> = {
           MMO_TASK_QUEUE: `bench-${randomUUID()}`,
           MMO_METRICS_PORT: String(metricsPort),
           LOG_LEVEL: 'warn',
+          ...(options.profileDir ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${options.profileDir}` } : {}),
         },
         'bench-operator',
       );
@@ -183,17 +195,33 @@ async function perModel(stack: StackInfo, namespace: string): Promise<ContenderR
   const connection = await Connection.connect({ address: stack.temporalAddress });
   try {
     const client = new Client({ connection, namespace: stack.temporalNamespace });
-    const events = new Map<string, number>();
-    const activities = new Map<string, number>();
+    const counts = {
+      historyEvents: new Map<string, number>(),
+      activities: new Map<string, number>(),
+      localActivities: new Map<string, number>(),
+      workflowTasks: new Map<string, number>(),
+    };
+    const add = (m: Map<string, number>, id: string, n: number) => m.set(id, (m.get(id) ?? 0) + n);
     for await (const wf of client.workflow.list({ query: `MachineModelNamespace = '${namespace}'` })) {
       // The history itself: visibility's historyLength stays 0 while a run is open.
-      const history = await client.workflow.getHandle(wf.workflowId, wf.runId).fetchHistory();
-      events.set(wf.workflowId, (events.get(wf.workflowId) ?? 0) + (history.events ?? []).length);
-      const scheduled = (history.events ?? []).filter((e) => e.activityTaskScheduledEventAttributes).length;
-      activities.set(wf.workflowId, (activities.get(wf.workflowId) ?? 0) + scheduled);
+      const events = (await client.workflow.getHandle(wf.workflowId, wf.runId).fetchHistory()).events ?? [];
+      const id = wf.workflowId;
+      add(counts.historyEvents, id, events.length);
+      add(counts.activities, id, events.filter((e) => e.activityTaskScheduledEventAttributes).length);
+      add(
+        counts.localActivities,
+        id,
+        events.filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_local_activity').length,
+      );
+      add(counts.workflowTasks, id, events.filter((e) => e.workflowTaskStartedEventAttributes).length);
     }
     const stats = (m: Map<string, number>) => ({ p50: quantile([...m.values()], 0.5), max: Math.max(...m.values()) });
-    return { historyEvents: stats(events), activities: stats(activities) };
+    return {
+      historyEvents: stats(counts.historyEvents),
+      activities: stats(counts.activities),
+      localActivities: stats(counts.localActivities),
+      workflowTasks: stats(counts.workflowTasks),
+    };
   } finally {
     await connection.close();
   }
@@ -204,13 +232,14 @@ export async function runContender(
   name: ContenderName,
   n: number,
   log: (line: string) => void,
+  options: RunOptions = {},
   timeoutMs = 60 * 60_000,
 ): Promise<ContenderResult> {
   const contender = contenders[name];
   contender.install?.(stack);
   const namespace = `bench-${name}-${randomUUID().slice(0, 6)}`;
   kubectlRun(stack, ['create', 'namespace', namespace]);
-  const process = await contender.start?.(stack, namespace, log);
+  const process = await contender.start?.(stack, namespace, options, log);
   const pidOf = (component: string) => stack.processes.find((p) => p.name === component)!.pid;
   const usage = new Usage({
     ...(process ? { [name]: process.pid } : {}),
@@ -218,7 +247,7 @@ export async function runContender(
     etcd: pidOf('etcd'),
     temporal: pidOf('temporal'),
   });
-  const requestsBefore = apiserverRequestsByVerb(stack);
+  const requestsBefore = apiserverRequests(stack);
   const kc = new KubeConfig();
   kc.loadFromFile(stack.kubeconfig);
   const timeline = new Timeline(kc, namespace, contender.own);
@@ -232,7 +261,7 @@ export async function runContender(
   log(`${name}: ${n} objects applied in ${namespace}`);
   await until(`${name}: ${n} converged`, () => timeline.done.size >= n, timeoutMs);
   const { cpuSeconds, machineCpuSeconds, peakRssMiB } = usage.stop();
-  const apiserverRequests = difference(apiserverRequestsByVerb(stack), requestsBefore);
+  const requestsAfter = apiserverRequests(stack);
   await timeline.stop();
   const lags = contender.own
     ? // Each object's Deployment has the object's name (Foo deploymentName, MachineModel).
@@ -248,7 +277,10 @@ export async function runContender(
     cpuSeconds,
     machineCpuSeconds,
     peakRssMiB,
-    apiserverRequests,
+    apiserverRequests: difference(requestsAfter.byVerb, requestsBefore.byVerb),
+    apiserverRequestsByResource: Object.fromEntries(
+      Object.entries(difference(requestsAfter.byResource, requestsBefore.byResource)).sort(([, a], [, b]) => b - a),
+    ),
     deleteSeconds: 0,
     ...(name === 'operator' ? { perModel: await perModel(stack, namespace) } : {}),
   };

@@ -19,12 +19,15 @@ function keyOf(r: SignalRequest): string {
 
 /**
  * A `reconcile` (which can start a workflow) wins over a `deleted` (which only tells a running one):
- * if both are pending for a name, the object may have been recreated and must not be missed.
+ * if both are pending for a name, the object may have been recreated and must not be missed. Two
+ * coalesced events are no longer one object's version: the merged hint has no resourceVersion, so
+ * the workflow cannot take it for the echo of its own write and miss the other event.
  */
 export function merge(pending: SignalRequest | undefined, next: SignalRequest): SignalRequest {
   if (!pending) return next;
-  if (pending.signal === 'reconcile' && next.signal === 'deleted') return pending;
-  return next;
+  const kept = pending.signal === 'reconcile' && next.signal === 'deleted' ? pending : next;
+  const { resourceVersion: _merged, ...hint } = kept.hint;
+  return { ...kept, hint };
 }
 
 export class Signaler {

@@ -10,7 +10,7 @@ describe('the benchmark harness (bench:converge) on 10 objects', () => {
   it.each(contenderNames)(
     '%s converges, is measured, and its namespace is deleted',
     async (name) => {
-      const r = await runContender(stack, name, 10, (line) => console.log(line), 300_000);
+      const r = await runContender(stack, name, 10, (line) => console.log(line), {}, 300_000);
       console.log(`${name}: ${JSON.stringify(r)}`);
       expect(r.convergedSeconds).toBeGreaterThan(0);
       expect(r.allDeploymentsSeconds).toBeGreaterThan(0);

@@ -25,10 +25,14 @@ export class FakeCluster {
   calls: Record<string, number> = {};
   eventReasons: string[] = [];
   applyFailure: ApplicationFailure | undefined;
+  /** How many of the next applyChildren calls fail with a retryable (Transient) failure. */
+  applyTransientFailures = 0;
   /** Makes applyChildren take real time, so signals can arrive while a round runs. */
   applyDelayMs = 0;
   /** The same for removeFinalizer, the last step of a deletion round. */
   removeFinalizerDelayMs = 0;
+  /** Set: the object that removeFinalizer lets go is replaced at once by a new one of the same name with this uid. */
+  recreateAs: string | undefined;
   gatewayConfigured = false;
   gatewayDown = false;
   /** Route ids (uids) on the fake gateway. */
@@ -65,6 +69,7 @@ export class FakeCluster {
           hasFinalizer: this.finalizers.includes(finalizerName),
           spec: this.spec,
           specErrors: validateSpec(this.spec),
+          gatewayConfigured: this.gatewayConfigured,
         };
       },
       ensureFinalizer: async () => {
@@ -76,11 +81,17 @@ export class FakeCluster {
         this.count('applyChildren');
         if (this.applyDelayMs) await new Promise((r) => setTimeout(r, this.applyDelayMs));
         if (this.applyFailure) throw this.applyFailure;
+        if (this.applyTransientFailures > 0) {
+          this.applyTransientFailures--;
+          throw ApplicationFailure.retryable('the apiserver answered 503', 'Transient');
+        }
         return {
           changes: [],
           inferenceURL: 'http://m.default.svc.cluster.local:80',
           selector: 'app=m',
           autoscaler: false,
+          readiness: readiness(),
+          written: [],
         };
       },
       observeReadiness: async () => {
@@ -97,7 +108,11 @@ export class FakeCluster {
         this.count('removeFinalizer');
         if (this.removeFinalizerDelayMs) await new Promise((r) => setTimeout(r, this.removeFinalizerDelayMs));
         this.finalizers = this.finalizers.filter((f) => f !== finalizerName);
-        if (this.deleting) this.exists = false;
+        if (this.deleting && this.recreateAs) {
+          Object.assign(this, { uid: this.recreateAs, deleting: false, status: undefined, recreateAs: undefined });
+        } else if (this.deleting) {
+          this.exists = false;
+        }
         return { removed: true };
       },
       recordModelEvent: async (_ref, _type, reason) => {

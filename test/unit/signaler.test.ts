@@ -29,7 +29,8 @@ describe('Signaler', () => {
     for (let i = 2; i <= 50; i++) s.enqueue(req('a', 'reconcile', String(i)));
     release();
     await s.idle();
-    expect(sent).toEqual(['a@1', 'a@50']);
+    // The 49 coalesced events are no one version of the object: the second hint names none.
+    expect(sent).toEqual(['a@1', 'a@undefined']);
   });
 
   it('keeps requests while Temporal is unreachable and delivers them when it returns', async () => {
@@ -57,5 +58,11 @@ describe('Signaler', () => {
     expect(merge(req('a', 'reconcile'), req('a', 'deleted')).signal).toBe('reconcile');
     expect(merge(req('a', 'deleted'), req('a', 'reconcile')).signal).toBe('reconcile');
     expect(merge(undefined, req('a', 'deleted')).signal).toBe('deleted');
+  });
+
+  it('drops the resourceVersion of coalesced hints, so a workflow cannot take them for its own echo', () => {
+    expect(merge(undefined, req('a', 'reconcile', '7')).hint.resourceVersion).toBe('7');
+    const merged = merge(req('a', 'reconcile', '7'), req('a', 'reconcile', '8'));
+    expect(merged.hint).toEqual({ source: 'MachineModel', event: 'updated' });
   });
 });

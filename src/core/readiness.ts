@@ -1,0 +1,58 @@
+// What a Deployment's and its autoscaler's own status say about a rollout. Pure.
+import type { Readiness } from './status.js';
+
+type ConditionView = { type: string; status: string; reason?: string; message?: string };
+
+/** The fields of a Deployment that readiness reads. */
+export interface DeploymentView {
+  metadata?: { generation?: number };
+  spec?: { replicas?: number };
+  status?: {
+    observedGeneration?: number;
+    replicas?: number;
+    readyReplicas?: number;
+    availableReplicas?: number;
+    updatedReplicas?: number;
+    conditions?: ConditionView[];
+  };
+}
+
+/** The fields of a HorizontalPodAutoscaler that readiness reads. */
+export interface AutoscalerView {
+  status?: { conditions?: ConditionView[] | null };
+}
+
+function summary(c: ConditionView): NonNullable<Readiness['available']> {
+  return { status: c.status as 'True' | 'False' | 'Unknown', reason: c.reason ?? '', message: c.message ?? '' };
+}
+
+export const deploymentMissing: Readiness = {
+  found: false,
+  desiredReplicas: 0,
+  replicas: 0,
+  readyReplicas: 0,
+  availableReplicas: 0,
+  updatedReplicas: 0,
+  observedLatest: false,
+};
+
+/** `hpa` only for a model that has an autoscaler. */
+export function readinessOf(d: DeploymentView | undefined, hpa?: AutoscalerView): Readiness {
+  if (!d) return deploymentMissing;
+  const available = d.status?.conditions?.find((c) => c.type === 'Available');
+  const readiness: Readiness = {
+    found: true,
+    desiredReplicas: d.spec?.replicas ?? 1,
+    replicas: d.status?.replicas ?? 0,
+    readyReplicas: d.status?.readyReplicas ?? 0,
+    availableReplicas: d.status?.availableReplicas ?? 0,
+    updatedReplicas: d.status?.updatedReplicas ?? 0,
+    observedLatest: (d.status?.observedGeneration ?? 0) >= (d.metadata?.generation ?? 0),
+    available: available ? summary(available) : undefined,
+  };
+  if (hpa) {
+    const active = hpa.status?.conditions?.find((c) => c.type === 'ScalingActive');
+    readiness.autoscaler = active ? { scalingActive: summary(active) } : {};
+  }
+  return readiness;
+}
