@@ -13,6 +13,8 @@ interface Pair {
 export class FaultyProxy {
   private mode: 'forward' | 'reset' | 'silent' = 'forward';
   private readonly pairs = new Set<Pair>();
+  /** Connections accepted so far: a client that pools connections opens few. */
+  accepted = 0;
 
   private constructor(
     private readonly server: net.Server,
@@ -29,6 +31,7 @@ export class FaultyProxy {
   }
 
   private accept(client: net.Socket): void {
+    this.accepted++;
     client.on('error', () => undefined);
     if (this.mode === 'reset') return void client.resetAndDestroy();
     const pair: Pair = { client, dead: this.mode === 'silent' };
