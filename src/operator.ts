@@ -97,6 +97,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
           activities,
           maxConcurrentActivityTaskExecutions: config.maxConcurrentActivities,
           maxConcurrentWorkflowTaskExecutions: config.maxConcurrentWorkflowTasks,
+          maxCachedWorkflows: config.maxCachedWorkflows,
           shutdownGraceTime: '10 seconds',
         }),
       temporal,

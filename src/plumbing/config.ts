@@ -25,6 +25,7 @@ export interface OperatorConfig {
   role: 'all' | 'worker' | 'informer';
   maxConcurrentActivities: number;
   maxConcurrentWorkflowTasks: number;
+  maxCachedWorkflows: number;
   build: BuildOptions;
   workflow: Partial<WorkflowConfig>;
   gateway: GatewayConfig;
@@ -190,6 +191,15 @@ function operatorCommand(): Command {
         .default(32),
     )
     .addOption(
+      new Option(
+        '--max-cached-workflows <n>',
+        'workflows kept in memory between their tasks (about 1 MiB each); one not kept replays its history on its next task',
+      )
+        .env('MMO_MAX_CACHED_WORKFLOWS')
+        .argParser(positiveInt('--max-cached-workflows'))
+        .default(1000),
+    )
+    .addOption(
       new Option('--gpu-resource-name <name>', 'extended resource requested for GPUs')
         .env('MMO_GPU_RESOURCE_NAME')
         .default(defaultBuildOptions.gpuResourceName),
@@ -296,6 +306,7 @@ export function parseOperatorConfig(argv: string[]): OperatorConfig {
         role: OperatorConfig['role'];
         maxConcurrentActivities: number;
         maxConcurrentWorkflowTasks: number;
+        maxCachedWorkflows: number;
         gpuResourceName: string;
         clusterDomain: string;
         progressDeadline: number;
@@ -318,6 +329,7 @@ export function parseOperatorConfig(argv: string[]): OperatorConfig {
     role: o.role,
     maxConcurrentActivities: o.maxConcurrentActivities,
     maxConcurrentWorkflowTasks: o.maxConcurrentWorkflowTasks,
+    maxCachedWorkflows: o.maxCachedWorkflows,
     build: { ...defaultBuildOptions, gpuResourceName: o.gpuResourceName, clusterDomain: o.clusterDomain },
     workflow: { progressDeadlineSeconds: o.progressDeadline, driftCheckSeconds: o.driftCheck },
     gateway: gatewayConfigFrom(o),
