@@ -48,6 +48,7 @@ function table(results: Partial<Record<ContenderName, ContenderResult>>): string
     ['controller peak RSS (MiB)', (r) => r.peakRssMiB.operator ?? r.peakRssMiB.peer],
     ['apiserver requests', (r) => Object.values(r.apiserverRequests).reduce((a, b) => a + b, 0)],
     ['delete namespace (s)', (r) => r.deleteSeconds],
+    ['  of which until its own objects were gone (s)', (r) => r.ownObjectsGoneSeconds],
     ['history events per model (p50)', (r) => r.perModel?.historyEvents.p50],
     ['workflow tasks per model (p50)', (r) => r.perModel?.workflowTasks.p50],
     [

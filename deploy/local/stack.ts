@@ -264,6 +264,12 @@ function startTemporal(info: StackInfo): ManagedProcess {
     String(p.temporalUi),
     '--db-filename',
     path.join(info.stateDir, 'temporal.db'),
+    // SQLite's default rollback journal syncs every commit twice; a write-ahead log with NORMAL sync
+    // survives a crash of the server (not of the machine) and lets reads run beside the writer.
+    '--sqlite-pragma',
+    'journal_mode=wal',
+    '--sqlite-pragma',
+    'synchronous=normal',
     '--namespace',
     info.temporalNamespace,
     '--log-level',

@@ -32,7 +32,9 @@ export function merge(pending: SignalRequest | undefined, next: SignalRequest): 
 
 export class Signaler {
   private readonly pending = new Map<string, SignalRequest>();
-  private draining: Promise<void> | undefined;
+  /** Models whose delivery is under way: a newer request for one waits, so one model never gets two at once. */
+  private readonly inFlight = new Set<string>();
+  private readonly senders = new Set<Promise<void>>();
   private stopped = false;
   private readonly abort = new AbortController();
   private backoff: number;
@@ -54,53 +56,63 @@ export class Signaler {
   enqueue(request: SignalRequest): void {
     const key = keyOf(request);
     this.pending.set(key, merge(this.pending.get(key), request));
-    this.draining ??= this.drain().finally(() => {
-      this.draining = undefined;
-    });
+    this.startSenders();
   }
 
   /** Stops retrying; requests still pending are reported and left to the next start's re-list. */
   async stop(): Promise<void> {
     this.stopped = true;
     this.abort.abort();
-    await this.draining;
+    await this.idle();
     if (this.pending.size)
       this.log.warn({ pending: this.pending.size }, 'stopping with undelivered signals; the next start re-lists them');
   }
 
   /** Resolves once nothing is pending (or the signaler stopped). */
   async idle(): Promise<void> {
-    while (this.draining) await this.draining;
+    while (this.senders.size > 0) await Promise.all(this.senders);
   }
 
-  private async drain(): Promise<void> {
-    while (this.pending.size > 0 && !this.stopped) {
-      const batch = [...this.pending.values()].slice(0, this.opts.concurrency);
-      for (const r of batch) this.pending.delete(keyOf(r));
-      const results = await Promise.allSettled(batch.map((r) => this.send(r)));
-      let failed = 0;
-      results.forEach((res, i) => {
-        const r = batch[i]!;
-        if (res.status === 'fulfilled') {
-          this.sent++;
-          return;
-        }
-        failed++;
-        // A newer request that arrived meanwhile supersedes the failed one.
-        if (!this.pending.has(keyOf(r))) this.pending.set(keyOf(r), r);
-        if (failed === 1)
-          this.log.warn(
-            { err: String(res.reason), key: keyOf(r), retryInMs: this.backoff },
-            'could not signal workflow; will retry',
-          );
+  /** Up to `concurrency` senders, each taking the next model not in flight: one slow delivery holds up no other. */
+  private startSenders(): void {
+    while (!this.stopped && this.senders.size < this.opts.concurrency && this.nextKey() !== undefined) {
+      const sender: Promise<void> = this.sendUntilEmpty().finally(() => {
+        this.senders.delete(sender);
+        // A request that waited for its model's delivery in flight may still be pending.
+        this.startSenders();
       });
-      this.failures += failed;
-      if (failed > 0) {
-        await sleep(this.backoff, undefined, { signal: this.abort.signal }).catch(() => undefined);
-        this.backoff = Math.min(this.backoff * 2, this.opts.backoffMs.max);
-      } else {
+      this.senders.add(sender);
+    }
+  }
+
+  private nextKey(): string | undefined {
+    for (const key of this.pending.keys()) if (!this.inFlight.has(key)) return key;
+    return undefined;
+  }
+
+  private async sendUntilEmpty(): Promise<void> {
+    for (let key = this.nextKey(); key !== undefined && !this.stopped; key = this.nextKey()) {
+      const r = this.pending.get(key)!;
+      this.pending.delete(key);
+      this.inFlight.add(key);
+      let retryInMs: number | undefined;
+      try {
+        await this.send(r);
+        this.sent++;
         this.backoff = this.opts.backoffMs.initial;
+      } catch (err) {
+        this.failures++;
+        // A newer request that arrived meanwhile supersedes the failed one.
+        if (!this.pending.has(key)) this.pending.set(key, r);
+        retryInMs = this.backoff;
+        if (retryInMs === this.opts.backoffMs.initial)
+          this.log.warn({ err: String(err), key, retryInMs }, 'could not signal workflow; will retry');
+        this.backoff = Math.min(this.backoff * 2, this.opts.backoffMs.max);
+      } finally {
+        this.inFlight.delete(key);
       }
+      if (retryInMs !== undefined)
+        await sleep(retryInMs, undefined, { signal: this.abort.signal }).catch(() => undefined);
     }
   }
 }

@@ -25,7 +25,8 @@ export interface OperatorConfig {
   role: 'all' | 'worker' | 'informer';
   maxConcurrentActivities: number;
   maxConcurrentWorkflowTasks: number;
-  maxCachedWorkflows: number;
+  /** Unset: the SDK's default, from the heap limit. */
+  maxCachedWorkflows?: number;
   build: BuildOptions;
   workflow: Partial<WorkflowConfig>;
   gateway: GatewayConfig;
@@ -193,11 +194,11 @@ function operatorCommand(): Command {
     .addOption(
       new Option(
         '--max-cached-workflows <n>',
-        'workflows kept in memory between their tasks (about 1 MiB each); one not kept replays its history on its next task',
+        'workflows kept in memory between their tasks (about 1 MiB each; one not kept replays its history on ' +
+          'its next task); default: the SDK sizes it from the heap limit (--max-old-space-size)',
       )
         .env('MMO_MAX_CACHED_WORKFLOWS')
-        .argParser(positiveInt('--max-cached-workflows'))
-        .default(1000),
+        .argParser(positiveInt('--max-cached-workflows')),
     )
     .addOption(
       new Option('--gpu-resource-name <name>', 'extended resource requested for GPUs')
@@ -292,7 +293,8 @@ function operatorCommand(): Command {
 /** Every environment variable the operator reads: a manifest that sets any other has a typo. */
 export function operatorEnvironment(): string[] {
   const fromOptions = operatorCommand().options.flatMap((o) => (o.envVar ? [o.envVar] : []));
-  return [...fromOptions, 'TEMPORAL_API_KEY'];
+  // NODE_OPTIONS is Node's own: the Deployment sizes the heaps with it.
+  return [...fromOptions, 'TEMPORAL_API_KEY', 'NODE_OPTIONS'];
 }
 
 export function parseOperatorConfig(argv: string[]): OperatorConfig {
@@ -306,7 +308,7 @@ export function parseOperatorConfig(argv: string[]): OperatorConfig {
         role: OperatorConfig['role'];
         maxConcurrentActivities: number;
         maxConcurrentWorkflowTasks: number;
-        maxCachedWorkflows: number;
+        maxCachedWorkflows?: number;
         gpuResourceName: string;
         clusterDomain: string;
         progressDeadline: number;

@@ -33,6 +33,34 @@ describe('Signaler', () => {
     expect(sent).toEqual(['a@1', 'a@undefined']);
   });
 
+  it('does not let one slow delivery hold up the others, and never sends for one model twice at once', async () => {
+    const sent: string[] = [];
+    let inFlightA = 0;
+    let maxInFlightA = 0;
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const s = new Signaler(
+      async (r) => {
+        sent.push(r.name);
+        if (r.name !== 'a') return;
+        maxInFlightA = Math.max(maxInFlightA, ++inFlightA);
+        if (sent.length === 1) await gate;
+        inFlightA--;
+      },
+      quiet,
+      { concurrency: 2, backoffMs: { initial: 1, max: 1 } },
+    );
+    s.enqueue(req('a'));
+    for (const n of ['b', 'c', 'd', 'a', 'e']) s.enqueue(req(n));
+    await sleep(20);
+    // 'a' is still in flight: the other sender delivered the rest, but not 'a' again.
+    expect(sent).toEqual(['a', 'b', 'c', 'd', 'e']);
+    release();
+    await s.idle();
+    expect(sent).toEqual(['a', 'b', 'c', 'd', 'e', 'a']);
+    expect(maxInFlightA).toBe(1);
+  });
+
   it('keeps requests while Temporal is unreachable and delivers them when it returns', async () => {
     let up = false;
     const delivered = new Set<string>();
