@@ -1,6 +1,6 @@
 // The cost benchmark: on its own local stack, N objects converged by the floor (plain Deployments),
 // the peer (sample-controller) and this operator, in one run. Writes bench/results/<date>-<N>.json
-// and prints a table with the operator's ratios to the others.
+// with its chart (.png) and prints a table with the operator's ratios to the others.
 // Usage: npm run bench:converge -- --models 1000 [--only floor,peer,operator] [--profile dir] [--label word]
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { cacheRoot } from '../deploy/local/components.js';
 import { down, up } from '../deploy/local/stack.js';
+import { writeChart } from './harness/chart.js';
 import { contenderNames, makeRoom, runContender, type ContenderName, type ContenderResult } from './harness/run.js';
 
 const cmd = new Command('bench:converge')
@@ -83,6 +84,7 @@ async function main(): Promise<void> {
   const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8' }) !== '';
   const report = { date, models, cores: os.cpus().length, commit: dirty ? `${commit}+changes` : commit, results };
   writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
+  await writeChart(file.replace(/\.json$/, '.png'), models, results);
   console.log(table(results));
   console.log(`\n${file}`);
 }

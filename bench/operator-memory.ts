@@ -11,6 +11,7 @@ import { freePort } from '../deploy/local/processes.js';
 import { down, kubectlRun, up } from '../deploy/local/stack.js';
 import { machineModel } from '../test/support/models.js';
 import { installCrds, operatorProbe, startOperatorProcess } from '../test/support/operator-process.js';
+import { deploymentNodeOptions } from './harness/deployment.js';
 
 const models = Number(process.argv[2] ?? 100);
 const stateDir = path.join(cacheRoot, 'stack-bench');
@@ -49,6 +50,7 @@ async function main(): Promise<void> {
         MMO_TASK_QUEUE: `bench-${randomUUID()}`,
         MMO_METRICS_PORT: String(metricsPort),
         LOG_LEVEL: 'warn',
+        NODE_OPTIONS: deploymentNodeOptions(),
       },
       'bench-memory',
     );

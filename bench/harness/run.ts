@@ -2,14 +2,12 @@
 // this operator (MachineModels, run compiled as its image runs it), one after another, each with N
 // objects created by one kubectl apply in a namespace of its own, then that namespace deleted.
 import { execFileSync, spawn } from 'node:child_process';
-import { createWriteStream, readFileSync } from 'node:fs';
+import { createWriteStream } from 'node:fs';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import { KubeConfig } from '@kubernetes/client-node';
 import { Client, Connection } from '@temporalio/client';
-import YAML from 'yaml';
 import { sampleController } from '../../deploy/local/components.js';
 import { ensureInstalled } from '../../deploy/local/install.js';
 import { freePort } from '../../deploy/local/processes.js';
@@ -17,6 +15,7 @@ import { kubectlRun, resizeFakeNode, type StackInfo } from '../../deploy/local/s
 import { machineModel } from '../../test/support/models.js';
 import { installCrds, operatorProbe, startOperatorProcess } from '../../test/support/operator-process.js';
 import { apiserverRequests, difference } from './apiserver-requests.js';
+import { deploymentNodeOptions } from './deployment.js';
 import { round, Usage } from './proc.js';
 import { Timeline, type Watched } from './timeline.js';
 
@@ -67,16 +66,6 @@ interface Contender {
 }
 
 const peerModuleDir = sampleController.moduleDir;
-
-/** The heap settings the in-cluster Deployment runs the operator with: the benchmark runs it the same way. */
-function deploymentNodeOptions(): string {
-  const file = fileURLToPath(new URL('../../deploy/operator/deployment.yaml', import.meta.url));
-  const deployment = YAML.parse(readFileSync(file, 'utf8')) as {
-    spec: { template: { spec: { containers: { env?: { name: string; value?: string }[] }[] } } };
-  };
-  const env = deployment.spec.template.spec.containers[0]?.env ?? [];
-  return env.find((e) => e.name === 'NODE_OPTIONS')?.value ?? '';
-}
 
 /** The peer's own example CRD (with the status subresource its controller writes), from its module. */
 function peerCrdFile(): string {

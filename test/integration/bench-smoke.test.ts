@@ -1,10 +1,15 @@
 // The cost benchmark's harness (bench/harness) on 10 objects per contender against the test stack,
 // so that it cannot rot: it asserts that every contender ran and was measured, never timings
 // (those are the benchmark's to report: npm run bench:converge).
+import { mkdtempSync, readFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
-import { contenderNames, runContender } from '../../bench/harness/run.js';
+import { writeChart } from '../../bench/harness/chart.js';
+import { contenderNames, runContender, type ContenderName, type ContenderResult } from '../../bench/harness/run.js';
 
 const stack = inject('stack');
+const results: Partial<Record<ContenderName, ContenderResult>> = {};
 
 describe('the benchmark harness (bench:converge) on 10 objects', () => {
   it.each(contenderNames)(
@@ -12,6 +17,7 @@ describe('the benchmark harness (bench:converge) on 10 objects', () => {
     async (name) => {
       const r = await runContender(stack, name, 10, (line) => console.log(line), {}, 300_000);
       console.log(`${name}: ${JSON.stringify(r)}`);
+      results[name] = r;
       expect(r.convergedSeconds).toBeGreaterThan(0);
       expect(r.allDeploymentsSeconds).toBeGreaterThan(0);
       expect(r.allDeploymentsSeconds).toBeLessThanOrEqual(r.convergedSeconds);
@@ -24,12 +30,24 @@ describe('the benchmark harness (bench:converge) on 10 objects', () => {
         expect(r.cpuSeconds[name]).toBeGreaterThanOrEqual(0);
         expect(r.peakRssMiB[name]).toBeGreaterThan(0);
         expect(r.readyLagMs?.p50).toEqual(expect.any(Number));
+        expect(r.ownObjectsGoneSeconds).toBeLessThanOrEqual(r.deleteSeconds);
       }
       if (name === 'operator') {
         expect(r.perModel?.historyEvents.p50).toBeGreaterThan(0);
-        expect(r.perModel?.activities.p50).toBeGreaterThan(0);
+        // Kubernetes steps run as local activities (markers), regular ones only on a retry.
+        expect(r.perModel?.localActivities.p50).toBeGreaterThan(0);
+        expect(r.perModel?.workflowTasks.p50).toBeGreaterThan(0);
       }
     },
     600_000,
   );
+
+  it('draws the chart of the three', async () => {
+    expect(Object.keys(results).sort()).toEqual([...contenderNames].sort());
+    const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'bench-chart-')), 'chart.png');
+    await writeChart(file, 10, results);
+    const png = readFileSync(file);
+    expect(png.subarray(1, 4).toString()).toBe('PNG');
+    expect(png.length).toBeGreaterThan(5_000);
+  }, 120_000);
 });
