@@ -38,6 +38,8 @@ export class Signaler {
   private stopped = false;
   private readonly abort = new AbortController();
   private backoff: number;
+  /** After a failed delivery every sender waits until then: Temporal is likely away for all of them. */
+  private pausedUntil = 0;
   sent = 0;
   failures = 0;
 
@@ -49,8 +51,11 @@ export class Signaler {
     this.backoff = opts.backoffMs.initial;
   }
 
+  /** Models with a signal not yet delivered: waiting, or in flight (a send can take seconds to fail). */
   get pendingCount(): number {
-    return this.pending.size;
+    let n = this.pending.size;
+    for (const key of this.inFlight) if (!this.pending.has(key)) n++;
+    return n;
   }
 
   enqueue(request: SignalRequest): void {
@@ -91,11 +96,14 @@ export class Signaler {
   }
 
   private async sendUntilEmpty(): Promise<void> {
-    for (let key = this.nextKey(); key !== undefined && !this.stopped; key = this.nextKey()) {
+    for (;;) {
+      const wait = this.pausedUntil - Date.now();
+      if (wait > 0) await sleep(wait, undefined, { signal: this.abort.signal }).catch(() => undefined);
+      const key = this.nextKey();
+      if (key === undefined || this.stopped) return;
       const r = this.pending.get(key)!;
       this.pending.delete(key);
       this.inFlight.add(key);
-      let retryInMs: number | undefined;
       try {
         await this.send(r);
         this.sent++;
@@ -104,15 +112,15 @@ export class Signaler {
         this.failures++;
         // A newer request that arrived meanwhile supersedes the failed one.
         if (!this.pending.has(key)) this.pending.set(key, r);
-        retryInMs = this.backoff;
-        if (retryInMs === this.opts.backoffMs.initial)
-          this.log.warn({ err: String(err), key, retryInMs }, 'could not signal workflow; will retry');
-        this.backoff = Math.min(this.backoff * 2, this.opts.backoffMs.max);
+        if (this.pausedUntil <= Date.now()) {
+          if (this.backoff === this.opts.backoffMs.initial)
+            this.log.warn({ err: String(err), key, retryInMs: this.backoff }, 'could not signal workflow; will retry');
+          this.pausedUntil = Date.now() + this.backoff;
+          this.backoff = Math.min(this.backoff * 2, this.opts.backoffMs.max);
+        }
       } finally {
         this.inFlight.delete(key);
       }
-      if (retryInMs !== undefined)
-        await sleep(retryInMs, undefined, { signal: this.abort.signal }).catch(() => undefined);
     }
   }
 }

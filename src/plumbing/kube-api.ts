@@ -1,60 +1,83 @@
-// Kubernetes API clients whose every request gives up after a deadline. The generated clients set
-// none, so a request on a connection that died silently would hang its activity (and a graceful
-// shutdown waiting for it) or an informer's list for as long as TCP takes to notice: minutes.
+// Kubernetes API clients that keep their connections and whose every request gives up after a
+// deadline. The generated clients set none, so a request on a connection that died silently would
+// hang its activity (and a graceful shutdown waiting for it) or an informer's list for as long as TCP
+// takes to notice: minutes.
 import {
   createConfiguration,
   KubeConfig,
   ServerConfiguration,
+  wrapHttpLibrary,
   type Configuration,
+  type HttpLibrary,
   type RequestContext,
-  type ResponseContext,
   type SecurityAuthentication,
 } from '@kubernetes/client-node';
-
-/**
- * client-node 2.0 builds a new undici Agent for every request (`KubeConfig.applySecurityAuthentication`),
- * so every request paid a TLS handshake on a new connection: the largest share of the operator's CPU
- * in the converge benchmark. This keeps the first Agent built for a KubeConfig and gives it to every
- * later request, so connections are pooled and kept alive. Headers (a bearer token read again from
- * its file) are still set per request; a client certificate that an exec plugin rotates would need
- * a restart to take effect.
- */
-function reusingConnections(kc: KubeConfig): SecurityAuthentication {
-  let shared: ReturnType<RequestContext['getDispatcher']>;
-  return {
-    getName: () => kc.getName(),
-    async applySecurityAuthentication(ctx: RequestContext) {
-      await kc.applySecurityAuthentication(ctx);
-      const built = ctx.getDispatcher();
-      if (!built) return;
-      shared ??= built;
-      ctx.setDispatcher(shared);
-    },
-  };
-}
-
-const connectionReusing = new WeakMap<KubeConfig, SecurityAuthentication>();
+// Not exported from the package root; the version is pinned and test/integration/kube-connections covers it.
+import { IsomorphicFetchHttpLibrary } from '@kubernetes/client-node/dist/gen/http/isomorphic-fetch.js';
 
 /** Well under the activities' start-to-close timeout, so a stuck call fails in time to be retried. */
 export const requestTimeoutMs = 15_000;
 
+/**
+ * The connections every client of one KubeConfig shares. client-node 2.0 builds a new undici Agent
+ * for every request (`KubeConfig.applySecurityAuthentication`), so every request paid a TLS handshake
+ * on a new connection: the largest share of the operator's CPU in the converge benchmark. Here the
+ * first Agent built serves every later request, so connections are pooled and kept alive. A pooled
+ * connection can die without a close (a vanished peer); a request that gets no answer by its
+ * deadline drops the Agent with all its connections, and the next request builds a new one.
+ * Headers (a bearer token read again from its file) are still set per request; a client certificate
+ * that an exec plugin rotates takes effect when the Agent is next rebuilt.
+ */
+class Connections {
+  private shared: ReturnType<RequestContext['getDispatcher']>;
+
+  constructor(private readonly kc: KubeConfig) {}
+
+  readonly auth: SecurityAuthentication = {
+    getName: () => this.kc.getName(),
+    applySecurityAuthentication: async (ctx) => {
+      await this.kc.applySecurityAuthentication(ctx);
+      const built = ctx.getDispatcher();
+      if (!built) return;
+      this.shared ??= built;
+      ctx.setDispatcher(this.shared);
+    },
+  };
+
+  drop(): void {
+    const dropped = this.shared;
+    this.shared = undefined;
+    dropped?.destroy().catch(() => undefined);
+  }
+}
+
+const connections = new WeakMap<KubeConfig, Connections>();
+const fetchLibrary = new IsomorphicFetchHttpLibrary();
+
+function withDeadline(pool: Connections, timeoutMs: number): HttpLibrary {
+  return wrapHttpLibrary({
+    async send(ctx) {
+      const deadline = AbortSignal.timeout(timeoutMs);
+      ctx.setSignal(deadline);
+      try {
+        return await fetchLibrary.send(ctx).toPromise();
+      } catch (err) {
+        if (deadline.aborted) pool.drop();
+        throw err;
+      }
+    },
+  });
+}
+
 export function apiClient<T>(kc: KubeConfig, type: new (config: Configuration) => T, timeoutMs = requestTimeoutMs): T {
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new Error('the kubeconfig names no current cluster');
-  const deadline = {
-    pre: async (ctx: RequestContext) => {
-      ctx.setSignal(AbortSignal.timeout(timeoutMs));
-      return ctx;
-    },
-    post: async (res: ResponseContext) => res,
-  };
+  const pool = connections.get(kc) ?? connections.set(kc, new Connections(kc)).get(kc)!;
   return new type(
     createConfiguration({
       baseServer: new ServerConfiguration(cluster.server, {}),
-      authMethods: {
-        default: connectionReusing.get(kc) ?? connectionReusing.set(kc, reusingConnections(kc)).get(kc)!,
-      },
-      promiseMiddleware: [deadline],
+      authMethods: { default: pool.auth },
+      httpApi: withDeadline(pool, timeoutMs),
     }),
   );
 }

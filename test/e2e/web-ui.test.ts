@@ -58,10 +58,12 @@ describe('the Temporal Web UI, in a real browser', () => {
     await page.goto(
       `${stack.temporalUiUrl}/namespaces/${stack.temporalNamespace}/workflows/${encodeURIComponent(workflowIdFor(ns, 'visible'))}`,
     );
+    // Kubernetes steps are local activities: the timeline names them by type, the event history
+    // lists each as "Local Activity" with its summary.
+    await page.getByText('Event History').first().click();
     for (const step of [
       `read MachineModel ${ns}/visible`,
-      'apply Deployment, Service, HPA',
-      'observe readiness',
+      'apply Deployment, Service, HPA and observe readiness',
       'status: ready',
     ]) {
       await page.getByText(step).first().waitFor({ timeout: 30_000 });
@@ -77,7 +79,7 @@ describe('the Temporal Web UI, in a real browser', () => {
     await page.goto(
       `${stack.temporalUiUrl}/namespaces/${stack.temporalNamespace}/workflows/${encodeURIComponent(workflowIdFor(ns, 'visible'))}`,
     );
-    await page.getByText('observe readiness').first().waitFor({ timeout: 30_000 });
+    await page.getByRole('button', { name: 'More Actions' }).first().waitFor({ timeout: 30_000 });
     await page.getByRole('button', { name: 'More Actions' }).first().click();
     await page.getByRole('menuitem', { name: 'Send a Signal' }).click();
     const dialog = page.getByRole('dialog', { name: 'Send a Signal' });
