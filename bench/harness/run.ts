@@ -268,7 +268,6 @@ export async function runContender(
   await until(`${name}: ${n} converged`, () => timeline.done.size >= n, timeoutMs);
   const { cpuSeconds, machineCpuSeconds, peakRssMiB } = usage.stop();
   const requestsAfter = apiserverRequests(stack);
-  await timeline.stop();
   const lags = contender.own
     ? // Each object's Deployment has the object's name (Foo deploymentName, MachineModel).
       [...timeline.converged].map(([obj, t]) => t - (timeline.available.get(obj) ?? t))
@@ -294,20 +293,18 @@ export async function runContender(
   const deleting = performance.now();
   kubectlRun(stack, ['delete', 'namespace', namespace, '--wait=false']);
   const since = () => round((performance.now() - deleting) / 1000);
-  const own = contender.own?.watched.resource;
   await until(
     `${name}: namespace ${namespace} gone`,
     () => {
       // Finalizers hold a namespace: when did the controller let go of the last of its objects?
-      if (own && result.ownObjectsGoneSeconds === undefined) {
-        const left = kubectlRun(stack, ['get', own, '-n', namespace, '-o', 'name', '--ignore-not-found']).trim();
-        if (left === '') result.ownObjectsGoneSeconds = since();
-      }
+      if (contender.own && result.ownObjectsGoneSeconds === undefined && timeline.ownLeft === 0)
+        result.ownObjectsGoneSeconds = since();
       return !kubectlRun(stack, ['get', 'namespace', '-o', 'name']).split('\n').includes(`namespace/${namespace}`);
     },
     timeoutMs,
   );
   result.deleteSeconds = since();
+  await timeline.stop();
   await process?.stop();
   return result;
 }

@@ -28,6 +28,8 @@ export class Timeline {
   readonly created = new Map<string, number>();
   readonly available = new Map<string, number>();
   readonly converged = new Map<string, number>();
+  /** The contender's own objects that exist now (a deletion empties it). */
+  private readonly ownLive = new Set<string>();
   private readonly watches: ListWatch<Obj>[] = [];
   private t0 = performance.now();
 
@@ -37,13 +39,14 @@ export class Timeline {
     private readonly own: { watched: Watched; converged: (o: Obj) => boolean } | undefined,
   ) {}
 
-  private watch(w: Watched, onObject: (o: Obj) => void): ListWatch<Obj> {
+  private watch(w: Watched, onObject: (o: Obj) => void, onDelete?: (o: Obj) => void): ListWatch<Obj> {
     const api = this.kc.makeApiClient(KubernetesObjectApi);
     const path = `${w.prefix}/namespaces/${this.namespace}/${w.resource}`;
     const list = () => api.list(w.apiVersion, w.kind, this.namespace) as never;
     const lw = new ListWatch<Obj>(path, new Watch(this.kc), list, false);
     lw.on('add', onObject);
     lw.on('update', onObject);
+    if (onDelete) lw.on('delete', onDelete);
     lw.on('error', () => setTimeout(() => void lw.start(), 1_000));
     this.watches.push(lw);
     return lw;
@@ -61,13 +64,26 @@ export class Timeline {
       if (available(d)) mark(this.available, d.metadata!.name!);
     });
     const own = this.own;
-    if (own) this.watch(own.watched, (o) => own.converged(o) && mark(this.converged, o.metadata!.name!));
+    if (own)
+      this.watch(
+        own.watched,
+        (o) => {
+          this.ownLive.add(o.metadata!.name!);
+          if (own.converged(o)) mark(this.converged, o.metadata!.name!);
+        },
+        (o) => this.ownLive.delete(o.metadata!.name!),
+      );
     await Promise.all(this.watches.map((w) => w.start()));
   }
 
   /** From now on times count: call it just before the objects are applied. */
   begin(): void {
     this.t0 = performance.now();
+  }
+
+  /** How many of the contender's own objects exist, from the watch (no listing load on the apiserver). */
+  get ownLeft(): number {
+    return this.ownLive.size;
   }
 
   /** Converged objects: the contender's own, or (without one) the available Deployments. */

@@ -3,18 +3,21 @@ import type { Readiness } from './status.js';
 
 type ConditionView = { type: string; status: string; reason?: string; message?: string };
 
+/** The status fields of a Deployment that say how its rollout goes (readiness, and the informer's filter). */
+export interface RolloutStatus {
+  observedGeneration?: number;
+  replicas?: number;
+  readyReplicas?: number;
+  availableReplicas?: number;
+  updatedReplicas?: number;
+  conditions?: ConditionView[];
+}
+
 /** The fields of a Deployment that readiness reads. */
 export interface DeploymentView {
   metadata?: { generation?: number };
   spec?: { replicas?: number };
-  status?: {
-    observedGeneration?: number;
-    replicas?: number;
-    readyReplicas?: number;
-    availableReplicas?: number;
-    updatedReplicas?: number;
-    conditions?: ConditionView[];
-  };
+  status?: RolloutStatus;
 }
 
 /** The fields of a HorizontalPodAutoscaler that readiness reads. */
@@ -26,7 +29,7 @@ function summary(c: ConditionView): NonNullable<Readiness['available']> {
   return { status: c.status as 'True' | 'False' | 'Unknown', reason: c.reason ?? '', message: c.message ?? '' };
 }
 
-export const deploymentMissing: Readiness = {
+const deploymentMissing: Readiness = {
   found: false,
   desiredReplicas: 0,
   replicas: 0,

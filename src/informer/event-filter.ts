@@ -1,6 +1,7 @@
 // Which watch events can change a reconcile's outcome, and which workflow they wake. Pure apart from
 // the memory of what was last seen per object, which a re-list may replay without consequence.
 import { isModelController, labels, resyncAnnotation } from '../core/api.js';
+import type { RolloutStatus } from '../core/readiness.js';
 import type { ReconcileHint } from '../../workflows/definitions.js';
 
 export type WatchedKind = 'MachineModel' | 'Deployment' | 'Service' | 'HorizontalPodAutoscaler' | 'HTTPRoute';
@@ -21,14 +22,7 @@ export interface WatchedObject {
     ownerReferences?: { apiVersion: string; kind: string; name: string; uid: string; controller?: boolean }[];
   };
   spec?: unknown;
-  status?: {
-    observedGeneration?: number;
-    replicas?: number;
-    readyReplicas?: number;
-    availableReplicas?: number;
-    updatedReplicas?: number;
-    conditions?: { type: string; status: string }[];
-  };
+  status?: RolloutStatus;
 }
 
 export interface SignalRequest {
