@@ -40,6 +40,7 @@ interface Change {
   action: Action;
 }
 const eventReasons: Record<Action, string> = { created: 'Created', updated: 'Updated', deleted: 'Deleted' };
+const listFormat = new Intl.ListFormat('en', { type: 'conjunction' });
 
 export function applyChildrenActivity({ kube, build }: ActivityDeps) {
   async function readChecked(ref: ModelRef, apiVersion: string, childKind: string): Promise<Live | undefined> {
@@ -96,13 +97,15 @@ export function applyChildrenActivity({ kube, build }: ActivityDeps) {
     } catch (err) {
       throw kubeFailure(err, `applying children of MachineModel ${ref.namespace}/${ref.name}`);
     } finally {
-      for (const c of changes) {
+      // One Event per action of the round ("Deployment, Service and HorizontalPodAutoscaler created"), not one per object.
+      for (const action of new Set(changes.map((c) => c.action))) {
+        const kinds = listFormat.format(changes.filter((c) => c.action === action).map((c) => c.kind));
         await recordEventBestEffort(
           kube,
           ref,
           'Normal',
-          eventReasons[c.action],
-          `${c.kind} ${ref.namespace}/${ref.name} ${c.action}`,
+          eventReasons[action],
+          `${kinds} ${ref.namespace}/${ref.name} ${action}`,
         );
       }
     }

@@ -5,7 +5,8 @@ import { apiStatus } from '../src/plumbing/kube-errors.js';
 
 // Finalizer changes are JSON patches that first test the uid and resourceVersion: they never touch a
 // newer object of the same name, and never overwrite a finalizer list someone else just changed
-// (a conflict fails the attempt and the activity's retry reads again).
+// (a conflict fails the attempt and the activity's retry reads again, from the apiserver if the
+// informer's cache has nothing newer than what was read).
 
 export function ensureFinalizerActivity({ kube }: ActivityDeps) {
   /** `written`: "MachineModel/<resourceVersion>" after the patch, so the round knows its own echo. */
@@ -38,8 +39,10 @@ async function patchFinalizers(
   change: (current: string[]) => string[] | undefined,
   action: string,
 ): Promise<string | undefined> {
+  let seen: string | undefined;
   try {
     const obj = await kube.getModel(ref.namespace, ref.name);
+    seen = obj?.metadata.resourceVersion;
     if (!obj || obj.metadata.uid !== ref.uid) return undefined;
     const next = change(obj.metadata.finalizers ?? []);
     if (!next) return undefined;
@@ -54,6 +57,7 @@ async function patchFinalizers(
     if (apiStatus(err) === 404) return undefined;
     // A failed `test` (the object changed since we read it) comes back as 422 or 409: read again.
     if (apiStatus(err) === 422 || apiStatus(err) === 409) {
+      kube.distrust('MachineModel', ref.namespace, ref.name, seen);
       throw fail('Conflict', `${action} on MachineModel ${ref.namespace}/${ref.name}: the object changed meanwhile`);
     }
     throw kubeFailure(err, `${action} on MachineModel ${ref.namespace}/${ref.name}`);

@@ -11,12 +11,46 @@ import {
 import { apiClient } from '../src/plumbing/kube-api.js';
 import { apiStatus } from '../src/plumbing/kube-errors.js';
 import { fieldManager, group, plural, version, type MachineModel, type MachineModelStatus } from '../src/core/api.js';
+import { compareResourceVersions, newerThan } from '../src/core/resource-version.js';
 
-/** The Kubernetes calls the activities make, in one place. */
+/** The informer's caches, as the activities read them. */
+export interface WatchCache {
+  /**
+   * The cached object, or undefined when the cache does not hold it; 'unknown' when the cache cannot
+   * say (the kind or namespace is not watched, or its watch has not listed or is restarting).
+   */
+  lookup(kind: string, namespace: string, name: string): KubernetesObject | undefined | 'unknown';
+}
+
+/** Objects remembered per map below; beyond this many the oldest are forgotten. */
+const maxRemembered = 50_000;
+
+function remember<V>(map: Map<string, V>, key: string, value: V): void {
+  map.delete(key);
+  map.set(key, value);
+  if (map.size > maxRemembered) map.delete(map.keys().next().value!);
+}
+
+/**
+ * The Kubernetes calls the activities make, in one place. Reads are served from the informer's cache
+ * when one is attached (as controller-runtime's client reads from its informers): a cache miss asks
+ * the apiserver, since a child's watch only sees objects with the operator's labels, and so does an
+ * object whose cached copy is older than this process's own last write to it (read your writes).
+ */
 export class KubeClient {
   readonly objects: KubernetesObjectApi;
   readonly custom: CustomObjectsApi;
   readonly core: CoreV1Api;
+  private cache: WatchCache | undefined;
+  /** "Kind/namespace/name" → the resourceVersion the cache must reach before it serves that object. */
+  private readonly freshFrom = new Map<string, string>();
+  /**
+   * "Kind/namespace/name" → the resourceVersions this process's last few writes to it produced (a
+   * round may write an object again before the watch event of the write before is looked at).
+   */
+  private readonly ownVersions = new Map<string, string[]>();
+  /** Reads served from the cache and from the apiserver, for the metrics. */
+  readonly reads = { cache: 0, apiserver: 0 };
 
   constructor(readonly config: KubeConfig) {
     // Objects always carry their namespace here, so the kubeconfig's default namespace is not needed.
@@ -25,7 +59,52 @@ export class KubeClient {
     this.core = apiClient(config, CoreV1Api);
   }
 
+  /** From now on, reads try the informer's cache first. */
+  readFrom(cache: WatchCache): void {
+    this.cache = cache;
+  }
+
+  /** A copy of the cached object when the cache holds it and has seen our own last write to it. */
+  private cached<T>(kind: string, namespace: string, name: string): T | undefined {
+    const hit = this.cache?.lookup(kind, namespace, name);
+    if (!hit || hit === 'unknown') return undefined;
+    const key = `${kind}/${namespace}/${name}`;
+    const floor = this.freshFrom.get(key);
+    if (floor !== undefined) {
+      const order = compareResourceVersions(hit.metadata?.resourceVersion, floor);
+      if (order === undefined || order < 0) return undefined;
+      this.freshFrom.delete(key);
+    }
+    this.reads.cache++;
+    return structuredClone(hit) as T;
+  }
+
+  /** Our write made `resourceVersion`: the cache serves the object again once it has seen that. */
+  private wrote(kind: string, namespace: string | undefined, name: string | undefined, resourceVersion?: string) {
+    if (!this.cache || !namespace || !name || !resourceVersion) return;
+    const key = `${kind}/${namespace}/${name}`;
+    remember(this.freshFrom, key, resourceVersion);
+    remember(this.ownVersions, key, [resourceVersion, ...(this.ownVersions.get(key) ?? []).slice(0, 3)]);
+  }
+
+  /** The watch event of this version is the echo of one of this process's own last writes. */
+  isOwnWrite(kind: string, namespace: string, name: string, resourceVersion: string): boolean {
+    return !!this.ownVersions.get(`${kind}/${namespace}/${name}`)?.includes(resourceVersion);
+  }
+
+  /**
+   * The object changed after `seen` (a write failed its conflict check, or we deleted it): read it
+   * from the apiserver until the cache has something newer or no longer holds it.
+   */
+  distrust(kind: string, namespace: string, name: string, seen: string | undefined): void {
+    const floor = newerThan(seen);
+    if (this.cache && floor) remember(this.freshFrom, `${kind}/${namespace}/${name}`, floor);
+  }
+
   async getModel(namespace: string, name: string): Promise<MachineModel | undefined> {
+    const hit = this.cached<MachineModel>('MachineModel', namespace, name);
+    if (hit) return hit;
+    this.reads.apiserver++;
     try {
       return (await this.custom.getNamespacedCustomObject({ group, version, plural, namespace, name })) as MachineModel;
     } catch (err) {
@@ -41,17 +120,20 @@ export class KubeClient {
 
   /** JSON patch on the MachineModel itself (finalizers); `test` operations make it conditional. */
   async jsonPatchModel(namespace: string, name: string, ops: object[]): Promise<MachineModel> {
-    return (await this.custom.patchNamespacedCustomObject(
+    const patched = (await this.custom.patchNamespacedCustomObject(
       { group, version, plural, namespace, name, body: ops },
       setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
     )) as MachineModel;
+    this.wrote('MachineModel', namespace, name, patched.metadata?.resourceVersion);
+    return patched;
   }
 
   async patchModelStatus(namespace: string, name: string, status: MachineModelStatus): Promise<void> {
-    await this.custom.patchNamespacedCustomObjectStatus(
+    const patched = (await this.custom.patchNamespacedCustomObjectStatus(
       { group, version, plural, namespace, name, body: { status } },
       setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
-    );
+    )) as MachineModel;
+    this.wrote('MachineModel', namespace, name, patched.metadata?.resourceVersion);
   }
 
   async listPods(namespace: string, labelSelector: string): Promise<V1Pod[]> {
@@ -64,6 +146,9 @@ export class KubeClient {
     namespace: string,
     name: string,
   ): Promise<T | undefined> {
+    const hit = this.cached<T>(kind, namespace, name);
+    if (hit) return hit;
+    this.reads.apiserver++;
     try {
       return (await this.objects.read({ apiVersion, kind, metadata: { name, namespace } })) as T;
     } catch (err) {
@@ -74,7 +159,7 @@ export class KubeClient {
 
   /** Server-side apply as the operator's field manager, taking over fields others changed (drift). */
   async apply<T extends KubernetesObject>(obj: T): Promise<T> {
-    return (await this.objects.patch(
+    const applied = (await this.objects.patch(
       obj,
       undefined,
       undefined,
@@ -82,6 +167,8 @@ export class KubeClient {
       true,
       PatchStrategy.ServerSideApply,
     )) as T;
+    this.wrote(obj.kind!, obj.metadata?.namespace, obj.metadata?.name, applied.metadata?.resourceVersion);
+    return applied;
   }
 
   async delete(obj: KubernetesObject, preconditionUid?: string): Promise<void> {
@@ -98,5 +185,11 @@ export class KubeClient {
     } catch (err) {
       if (apiStatus(err) !== 404) throw err;
     }
+    // The cache may still hold it for a moment: until then, ask the apiserver.
+    const { namespace, name } = obj.metadata ?? {};
+    if (!obj.kind || !namespace || !name) return;
+    const cached = this.cache?.lookup(obj.kind, namespace, name);
+    const seen = cached && cached !== 'unknown' ? cached.metadata?.resourceVersion : undefined;
+    this.distrust(obj.kind, namespace, name, seen ?? obj.metadata?.resourceVersion);
   }
 }

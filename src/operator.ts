@@ -20,6 +20,7 @@ import { createMetrics, serveEndpoints, type MetricSources } from './plumbing/me
 import { Reachability, Readiness } from './plumbing/readiness.js';
 import { Signaler } from './informer/signaler.js';
 import { lazyClient, untilTemporalAnswers, watchTemporal, workerConnector } from './plumbing/temporal.js';
+import { signalVanishedModels } from './informer/vanished-models.js';
 import { workflowSender } from './informer/workflow-client.js';
 
 /**
@@ -80,10 +81,14 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
   let settle!: { resolve: () => void; reject: (err: unknown) => void };
   const done = new Promise<void>((resolve, reject) => (settle = { resolve, reject }));
 
+  // With the informer in this process, the worker reads from its caches once it has listed.
+  const workerKube = config.role !== 'informer' ? new KubeClient(kc) : undefined;
+  if (workerKube) sources.reads = workerKube.reads;
+
   async function startWorker(): Promise<void> {
     readiness.waitFor('worker', 'the worker does not poll Temporal yet');
     const workflows = workflowSource();
-    const kube = new KubeClient(kc);
+    const kube = workerKube!;
     const activities = createActivities({ kube, build: config.build, gateway: gatewayDriver(config.gateway, kube) });
     const connection = await untilTemporalAnswers(workerConnector(config.temporal), temporal, abort.signal);
     parts.temporalWatch = watchTemporal(connection, temporal);
@@ -135,6 +140,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
       watchHttpRoutes: config.gateway.kind === 'gateway-api',
       watchTimeoutSeconds: config.watchTimeoutSeconds,
       apiserver,
+      ownWrite: workerKube ? (...version) => workerKube.isOwnWrite(...version) : undefined,
     });
     Object.assign(sources, { informer, signaler });
     parts.informer = async () => {
@@ -144,6 +150,22 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
     };
     await informer.start();
     log.info({ namespaces: config.namespaces.length ? config.namespaces : 'all' }, 'informer synced');
+    workerKube?.readFrom(informer);
+    // In the background: a visibility query need not hold the informer's readiness.
+    void untilTemporalAnswers(
+      () =>
+        signalVanishedModels(client, {
+          taskQueue: config.temporal.taskQueue,
+          namespaces: config.namespaces,
+          knownUid: (ns, name) => informer.knownModelUid(ns, name),
+          enqueue: (r) => signaler.enqueue(r),
+        }),
+      temporal,
+      abort.signal,
+    ).then(
+      (vanished) => log.info({ vanished }, 'told the workflows of models deleted while no informer watched'),
+      () => undefined,
+    );
     if (config.gateway.kind !== 'none') {
       // Idempotent across replicas: the one janitor keeps running, the others' starts are no-ops.
       const input: JanitorInput = { intervalSeconds: config.gatewaySweepSeconds };

@@ -4,8 +4,9 @@
 // The reconcile contract (after controller-runtime's Reconciler and kube-rs's reconcile + error_policy):
 // - A round is level-triggered and idempotent. It reads the current object and children and acts on
 //   the difference; run again with nothing changed, it writes nothing. A signal only says "look again".
-// - The finalizer table (src/core/lifecycle.ts) makes a round `apply` or `cleanup`. apply adds the
-//   finalizer before anything outside the object's namespace (the gateway) is touched.
+// - The finalizer table (src/core/lifecycle.ts) makes a round `apply` or `cleanup`. With a gateway,
+//   apply adds the finalizer before anything outside the object's namespace is touched; without
+//   one it adds none, so no deletion (nor a namespace's) waits on the operator.
 // - cleanup may assume that the object is deleting or gone, that its children go with it through
 //   their owner references, and that an earlier cleanup may have run in part: every step is
 //   idempotent. It removes what lies outside the namespace (the gateway route), then the finalizer,
@@ -60,6 +61,8 @@ import { failureOf, localFirst, step } from './steps.js';
 const ownSignalsPatch: PatchId = 'finish-ignores-own-signals';
 /** Kubernetes steps as local activities first; the echo of a round's own writes is no reason to look again. */
 const cheapRoundsPatch: PatchId = 'cheap-rounds';
+/** No finalizer without a gateway: nothing outside the namespace to clean, so no deletion waits on us. */
+const gatewayFinalizerPatch: PatchId = 'finalizer-only-with-gateway';
 const invalidSpec: FailureType = 'InvalidSpec';
 
 type Round = RoundOutcome & { nextCheckSeconds: number };
@@ -114,6 +117,7 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
   // Runs started by older code keep regular activities and every signal until they continue as new.
   const cheap = patched(cheapRoundsPatch);
   const kubeStep: typeof localFirst = cheap ? localFirst : step;
+  const finalizerOnlyWithGateway = patched(gatewayFinalizerPatch);
   // Level-triggered: every run begins by looking, unless it continues a quiet predecessor.
   const loop: LoopState = { dirty: input.dirty ?? true, foreignSignal: false, roundInProgress: false, finished: false };
   let nextCheckSeconds = input.nextCheckSeconds ?? 0;
@@ -167,7 +171,8 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
     if (cheap) state.echoes = [];
     const snap = await kubeStep('readModel', `read MachineModel ${label}`, key);
     const previous = state.uid ? { ...key, uid: state.uid } : undefined;
-    const lifecycle = lifecycleOf(snap);
+    const needsFinalizer = !finalizerOnlyWithGateway || snap?.gatewayConfigured !== false;
+    const lifecycle = lifecycleOf(snap, needsFinalizer);
     if (lifecycle.step === 'gone') {
       // Gone without our finalizer having run (removed by force): its route must still go.
       if (previous) await gateway.forget(previous);

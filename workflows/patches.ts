@@ -58,6 +58,13 @@ export const patches = {
     stage: 'patched',
     next: 'deprecate once no run started before it is open (one day after its rollout and the query above)',
   },
+  'finalizer-only-with-gateway': {
+    workflow: 'machineModelWorkflow',
+    guards: 'without a gateway a round adds no finalizer (a finalizer already there is still removed on deletion)',
+    added: 'the commit that adds it (2026-11-23)',
+    stage: 'patched',
+    next: 'deprecate once no run started before it is open (one day after its rollout and the query above)',
+  },
   'gateway-collisions': {
     workflow: 'gatewayJanitorWorkflow',
     guards: 'the janitor withdraws the younger of two routes whose prefixes collide',

@@ -17,7 +17,13 @@ import { childSelector, group, plural, version } from '../core/api.js';
 import { apiClient } from '../plumbing/kube-api.js';
 import { apiMessage } from '../plumbing/kube-errors.js';
 import type { Reachability } from '../plumbing/readiness.js';
-import { ChangeFilter, type SignalRequest, type WatchedKind, type WatchedObject } from './event-filter.js';
+import {
+  ChangeFilter,
+  type SignalRequest,
+  type WatchedKind,
+  type WatchedObject,
+  type WatchEventType,
+} from './event-filter.js';
 
 interface SourceSpec {
   kind: WatchedKind;
@@ -47,6 +53,9 @@ const sources: SourceSpec[] = [
   },
 ];
 
+/** How long a request waits before the echo check: longer than a write's reply takes to follow its watch event. */
+const echoSettleMs = 50;
+
 const httpRoutes: SourceSpec = {
   kind: 'HTTPRoute',
   apiVersion: 'gateway.networking.k8s.io/v1',
@@ -65,6 +74,11 @@ export interface InformerOptions {
   restartBackoffMs: { initial: number; max: number };
   /** Told whether the apiserver answers until every source has listed once (then each restart is logged). */
   apiserver?: Reachability;
+  /**
+   * Whether this version of the object is the echo of this process's own write (the worker beside
+   * the informer made it): such an event wakes no workflow, since the round that wrote it has seen it.
+   */
+  ownWrite?: (kind: WatchedKind, namespace: string, name: string, resourceVersion: string) => boolean;
 }
 
 export const defaultInformerOptions: InformerOptions = {
@@ -140,6 +154,11 @@ class Source {
     );
   }
 
+  /** Its cache can be read: listed, and not restarting after a failure. */
+  get usable(): boolean {
+    return this.hasSynced && !this.restartTimer && !this.stopped;
+  }
+
   get label(): string {
     return `${this.spec.kind}${this.namespace ? ` in ${this.namespace}` : ''}`;
   }
@@ -183,7 +202,12 @@ export class Informer {
   private readonly filter = new ChangeFilter();
   private readonly sources: Source[];
   private readonly apiserver?: Reachability;
+  private readonly ownWrite: InformerOptions['ownWrite'];
   events = 0;
+  /** Events dropped as echoes of this process's own writes. */
+  echoes = 0;
+  private held: { kind: WatchedKind; type: WatchEventType; obj: WatchedObject; request: SignalRequest }[] = [];
+  private heldTimer: NodeJS.Timeout | undefined;
 
   constructor(
     kc: KubeConfig,
@@ -193,6 +217,7 @@ export class Informer {
   ) {
     const o = { ...defaultInformerOptions, ...opts };
     this.apiserver = o.apiserver;
+    this.ownWrite = o.ownWrite;
     const namespaces: (string | undefined)[] = o.namespaces.length ? o.namespaces : [undefined];
     this.sources = [...sources, ...(o.watchHttpRoutes ? [httpRoutes] : [])].flatMap((spec) =>
       namespaces.map(
@@ -214,10 +239,50 @@ export class Informer {
     return this.sources.reduce((n, s) => n + s.restarts, 0);
   }
 
+  /**
+   * The watched object of `kind` as the cache holds it (undefined when it does not); 'unknown' when
+   * no usable watch covers that kind and namespace. The worker's reads go here first
+   * (activities/kube-client.ts); callers must not change what they get.
+   */
+  lookup(kind: string, namespace: string, name: string): KubernetesObject | undefined | 'unknown' {
+    const source = this.sources.find((s) => s.spec.kind === kind && (!s.namespace || s.namespace === namespace));
+    if (!source?.usable) return 'unknown';
+    return source.lw.get(name, namespace);
+  }
+
+  /** The uid of the MachineModel the cache holds under this name; '' when the cache cannot say. */
+  knownModelUid(namespace: string, name: string): string | undefined {
+    const model = this.lookup('MachineModel', namespace, name);
+    if (model === 'unknown') return '';
+    return model ? (model.metadata?.uid ?? '') : undefined;
+  }
+
   private handle(kind: WatchedKind, type: 'added' | 'updated' | 'deleted', obj: WatchedObject): void {
     this.events++;
     const request = this.filter.observe(kind, type, obj);
-    if (request) this.onSignal(request);
+    if (!request) return;
+    if (!this.ownWrite) return this.onSignal(request);
+    // A write's watch event can arrive before the writer has read the reply that names its version:
+    // hold every request briefly (in order) before asking whether it is an echo.
+    this.held.push({ kind, type, obj, request });
+    this.heldTimer ??= setTimeout(() => this.release(), echoSettleMs);
+  }
+
+  private release(): void {
+    this.heldTimer = undefined;
+    const held = this.held;
+    this.held = [];
+    for (const { kind, type, obj, request } of held) {
+      const { namespace, name, resourceVersion } = obj.metadata ?? {};
+      const echo =
+        type !== 'deleted' &&
+        namespace &&
+        name &&
+        resourceVersion &&
+        this.ownWrite?.(kind, namespace, name, resourceVersion);
+      if (echo) this.echoes++;
+      else this.onSignal(request);
+    }
   }
 
   private failed(source: Source, err: unknown, retryInMs: number): void {
@@ -246,5 +311,7 @@ export class Informer {
 
   async stop(): Promise<void> {
     await Promise.all(this.sources.map((s) => s.stop()));
+    clearTimeout(this.heldTimer);
+    this.release();
   }
 }

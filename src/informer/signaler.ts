@@ -9,9 +9,19 @@ export type Send = (request: SignalRequest) => Promise<void>;
 export interface SignalerOptions {
   concurrency: number;
   backoffMs: { initial: number; max: number };
+  /**
+   * Least time between two deliveries to one model; what comes meanwhile waits and coalesces. A
+   * rollout's many status updates then cost a workflow one signal a second, not one each (every
+   * signal is a history event and a workflow task), and the workflow starts rounds no faster anyway.
+   */
+  minIntervalMs?: number;
 }
 
-export const defaultSignalerOptions: SignalerOptions = { concurrency: 8, backoffMs: { initial: 250, max: 30_000 } };
+export const defaultSignalerOptions: SignalerOptions = {
+  concurrency: 8,
+  backoffMs: { initial: 250, max: 30_000 },
+  minIntervalMs: 1_000,
+};
 
 function keyOf(r: SignalRequest): string {
   return `${r.namespace}/${r.name}`;
@@ -40,6 +50,9 @@ export class Signaler {
   private backoff: number;
   /** After a failed delivery every sender waits until then: Temporal is likely away for all of them. */
   private pausedUntil = 0;
+  /** When each model last had a delivery (only while that is within minIntervalMs). */
+  private readonly lastSent = new Map<string, number>();
+  private wake: { at: number; timer: NodeJS.Timeout } | undefined;
   sent = 0;
   failures = 0;
 
@@ -68,6 +81,7 @@ export class Signaler {
   async stop(): Promise<void> {
     this.stopped = true;
     this.abort.abort();
+    clearTimeout(this.wake?.timer);
     await this.idle();
     if (this.pending.size)
       this.log.warn({ pending: this.pending.size }, 'stopping with undelivered signals; the next start re-lists them');
@@ -90,9 +104,38 @@ export class Signaler {
     }
   }
 
+  /** The next model that may have its delivery now; otherwise a wake-up when the soonest may. */
   private nextKey(): string | undefined {
-    for (const key of this.pending.keys()) if (!this.inFlight.has(key)) return key;
+    const now = Date.now();
+    const interval = this.opts.minIntervalMs ?? 0;
+    let soonest = Infinity;
+    for (const key of this.pending.keys()) {
+      if (this.inFlight.has(key)) continue;
+      const due = (this.lastSent.get(key) ?? -Infinity) + interval;
+      if (due <= now) return key;
+      soonest = Math.min(soonest, due);
+    }
+    if (soonest < Infinity) this.wakeAt(soonest);
     return undefined;
+  }
+
+  private wakeAt(at: number): void {
+    if (this.stopped || (this.wake && this.wake.at <= at)) return;
+    clearTimeout(this.wake?.timer);
+    const timer = setTimeout(() => {
+      this.wake = undefined;
+      this.startSenders();
+    }, at - Date.now());
+    this.wake = { at, timer };
+  }
+
+  private delivered(key: string): void {
+    if (!this.opts.minIntervalMs) return;
+    const now = Date.now();
+    this.lastSent.set(key, now);
+    if (this.lastSent.size > 10_000) {
+      for (const [k, t] of this.lastSent) if (t + this.opts.minIntervalMs <= now) this.lastSent.delete(k);
+    }
   }
 
   private async sendUntilEmpty(): Promise<void> {
@@ -106,6 +149,7 @@ export class Signaler {
       this.inFlight.add(key);
       try {
         await this.send(r);
+        this.delivered(key);
         this.sent++;
         this.backoff = this.opts.backoffMs.initial;
       } catch (err) {

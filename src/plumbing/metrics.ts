@@ -5,8 +5,10 @@ import type { Readiness } from './readiness.js';
 
 /** What the informer and the signaler count; each scrape reads them (they may start after the endpoint). */
 export interface MetricSources {
-  informer?: { events: number; restarts: number };
+  informer?: { events: number; restarts: number; echoes: number };
   signaler?: { sent: number; failures: number; pendingCount: number };
+  /** The worker's Kubernetes reads, by where they were served from. */
+  reads?: { cache: number; apiserver: number };
 }
 
 export function createMetrics(sources: MetricSources): Registry {
@@ -29,6 +31,11 @@ export function createMetrics(sources: MetricSources): Registry {
     () => sources.informer?.events ?? 0,
   );
   counter(
+    'machinemodel_operator_watch_echoes_total',
+    "Watch events of the worker's own writes, which wake no workflow",
+    () => sources.informer?.echoes ?? 0,
+  );
+  counter(
     'machinemodel_operator_watch_restarts_total',
     'List/watch restarts after an error or a watch presumed dead',
     () => sources.informer?.restarts ?? 0,
@@ -43,6 +50,17 @@ export function createMetrics(sources: MetricSources): Registry {
     'Failed attempts to deliver a signal (retried)',
     () => sources.signaler?.failures ?? 0,
   );
+  new Counter({
+    name: 'machinemodel_operator_kube_reads_total',
+    help: "The worker's Kubernetes reads, by source: the informer's cache or the apiserver",
+    labelNames: ['source'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc({ source: 'cache' }, sources.reads?.cache ?? 0);
+      this.inc({ source: 'apiserver' }, sources.reads?.apiserver ?? 0);
+    },
+  });
   new Gauge({
     name: 'machinemodel_operator_signals_pending',
     help: 'Models with a signal waiting for delivery',

@@ -78,4 +78,30 @@ describe('deleting a namespace that holds models', () => {
     expect(failed).toEqual([]);
     expect([...new Set(warnings)]).toEqual([]);
   }, 300_000);
+
+  it('without a gateway, goes while the operator is stopped: no finalizer waits on it', async () => {
+    const away = k.createNamespace('ns-delete-away');
+    const names = ['left-0', 'left-1', 'left-2'];
+    const own = startOperatorProcess(
+      stack,
+      { MMO_NAMESPACES: away, MMO_TASK_QUEUE: `mmo-${randomUUID()}` },
+      'namespace-deletion-away',
+    );
+    try {
+      k.apply(names.map((n) => machineModel(away, n)));
+      await eventually(
+        '3 models Ready',
+        () => (k.list('machinemodel', away).filter((m) => m.status?.phase === 'Ready').length === 3 ? true : undefined),
+        60_000,
+      );
+    } finally {
+      expect(await own.stop()).toBe(0);
+    }
+    k.kubectl('delete', 'namespace', away, '--wait=false');
+    await eventually(
+      `namespace ${away} gone without the operator`,
+      () => (k.kubectl('get', 'namespace', '-o', 'name').includes(`namespace/${away}\n`) ? undefined : true),
+      60_000,
+    );
+  }, 120_000);
 });

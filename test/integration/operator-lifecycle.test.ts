@@ -57,7 +57,8 @@ describe('operator lifecycle against the real apiserver', () => {
     k.apply({ ...seedExample, metadata: { ...seedExample.metadata, namespace: ns } });
     const name = seedExample.metadata.name;
     const mm = await readyModel(name);
-    expect(mm.metadata.finalizers).toContain(finalizerName);
+    // No gateway here: nothing outside the namespace to clean up, so no finalizer holds a deletion.
+    expect(mm.metadata.finalizers ?? []).not.toContain(finalizerName);
     expect(mm.status.inferenceURL).toBe(`http://${name}.${ns}.svc.cluster.local:80`);
     expect(mm.status.observedGeneration).toBe(mm.metadata.generation);
     expect(conditionOf(mm, 'Ready')?.status).toBe('True');
@@ -173,7 +174,7 @@ describe('operator lifecycle against the real apiserver', () => {
     await readyModel('greedy');
   });
 
-  it('runs the finalizer on deletion: children collected, workflow completed', async () => {
+  it('on deletion: children collected, workflow completed', async () => {
     k.apply(machineModel(ns, 'doomed'));
     await readyModel('doomed');
     k.kubectl('-n', ns, 'delete', 'mm', 'doomed', '--wait=true', '--timeout=60s');
@@ -202,7 +203,6 @@ describe('operator lifecycle against the real apiserver', () => {
     k.apply(machineModel(ns, 'phoenix', { image: 'registry.example.com/models/classifier:v2' }));
     const reborn = await readyModel('phoenix');
     expect(reborn.metadata.uid).not.toBe(old.metadata.uid);
-    expect(reborn.metadata.finalizers).toContain(finalizerName);
     const d = await eventually('Deployment owned by the new object', () => {
       const dep = k.get('deployment', ns, 'phoenix');
       return dep?.metadata.ownerReferences[0].uid === reborn.metadata.uid ? dep : undefined;

@@ -9,6 +9,8 @@ import { kubectlRun } from '../../deploy/local/stack.js';
 import { KubeConfig } from '@kubernetes/client-node';
 import { recordEvent } from '../../activities/events.js';
 import { KubeClient } from '../../activities/kube-client.js';
+import { finalizerName } from '../../src/core/api.js';
+import { CaddyProcess } from '../support/caddy.js';
 import { conditionOf, kubectlFor } from '../support/cluster.js';
 import { eventually } from '../support/eventually.js';
 import { machineModel } from '../support/models.js';
@@ -18,11 +20,14 @@ const stack = inject('stack');
 const k = kubectlFor(stack);
 const manifests = fileURLToPath(new URL('../../deploy/operator', import.meta.url));
 let operator: OperatorProcess;
+let caddy: CaddyProcess;
 let ns: string;
 let saKubeconfig: string;
 
-beforeAll(() => {
+beforeAll(async () => {
   installCrds(stack);
+  // With a gateway, so that the finalizer's permissions are exercised too.
+  caddy = await CaddyProcess.create(stack);
   for (const f of ['namespace.yaml', 'serviceaccount.yaml', 'rbac.yaml'])
     k.kubectl('apply', '-f', path.join(manifests, f));
   saKubeconfig = path.join(mkdtempSync(path.join(os.tmpdir(), 'mmo-sa-')), 'kubeconfig');
@@ -36,13 +41,21 @@ beforeAll(() => {
   ns = k.createNamespace('rbac');
   operator = startOperatorProcess(
     { ...stack, kubeconfig: saKubeconfig },
-    { MMO_NAMESPACES: ns, MMO_TASK_QUEUE: `mmo-${randomUUID()}` },
+    {
+      MMO_NAMESPACES: ns,
+      MMO_TASK_QUEUE: `mmo-${randomUUID()}`,
+      MMO_GATEWAY: 'caddy',
+      MMO_CADDY_ADMIN: caddy.adminURL,
+      MMO_CADDY_LISTEN: `127.0.0.1:${caddy.httpPort}`,
+      MMO_GATEWAY_PUBLIC_URL: caddy.publicURL,
+    },
     'rbac',
   );
 });
 
 afterAll(async () => {
   await operator?.stop();
+  await caddy?.stop();
 });
 
 describe('the operator as its own ServiceAccount under deploy/operator/rbac.yaml', () => {
@@ -50,7 +63,7 @@ describe('the operator as its own ServiceAccount under deploy/operator/rbac.yaml
     expect(() => kubectlRun({ ...stack, kubeconfig: saKubeconfig }, ['-n', ns, 'get', 'secrets'])).toThrow(/forbidden/);
   });
 
-  it('reconciles a model to Ready and runs its finalizer on deletion', async () => {
+  it('reconciles a model to Ready, publishes it and runs its finalizer on deletion', async () => {
     k.apply(machineModel(ns, 'least-privilege', { minReplicas: 1, maxReplicas: 3 }));
     const mm = await eventually(
       'Ready',
@@ -60,6 +73,8 @@ describe('the operator as its own ServiceAccount under deploy/operator/rbac.yaml
       },
       60_000,
     );
+    expect(mm.metadata.finalizers).toContain(finalizerName);
+    expect(conditionOf(mm, 'GatewayRegistered')?.status).toBe('True');
     expect(k.get('horizontalpodautoscaler', ns, 'least-privilege').metadata.ownerReferences[0].uid).toBe(
       mm.metadata.uid,
     );

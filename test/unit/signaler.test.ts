@@ -96,3 +96,29 @@ describe('Signaler', () => {
     expect(merged.hint).toEqual({ source: 'MachineModel', event: 'updated' });
   });
 });
+
+describe('Signaler spacing', () => {
+  it('delivers to one model at most once per minIntervalMs, coalescing what comes meanwhile, others unhindered', async () => {
+    const sent: { name: string; at: number }[] = [];
+    const s = new Signaler(
+      async (r) => {
+        sent.push({ name: r.name, at: Date.now() });
+      },
+      quiet,
+      { concurrency: 2, backoffMs: { initial: 1, max: 1 }, minIntervalMs: 300 },
+    );
+    const start = Date.now();
+    s.enqueue(req('a', 'reconcile', '1'));
+    await sleep(20);
+    for (let i = 2; i <= 10; i++) s.enqueue(req('a', 'reconcile', String(i)));
+    s.enqueue(req('b'));
+    await sleep(20);
+    // 'b' went at once; 'a' waits for its interval.
+    expect(sent.map((x) => x.name)).toEqual(['a', 'b']);
+    await sleep(700);
+    expect(sent.map((x) => x.name)).toEqual(['a', 'b', 'a']);
+    expect(sent[2]!.at - start).toBeGreaterThanOrEqual(290);
+    expect(s.pendingCount).toBe(0);
+    await s.stop();
+  });
+});

@@ -26,13 +26,14 @@ function start(taskQueue: string, config: Partial<WorkflowConfig> = {}) {
 }
 
 describe('machineModelWorkflow', () => {
-  it('adds the finalizer, applies children and reports Ready', async () => {
+  it('applies children and reports Ready; without a gateway it adds no finalizer', async () => {
     const cluster = new FakeCluster();
     cluster.ready = true;
     await wf.withWorker(cluster, async (tq) => {
       const handle = await start(tq);
       await eventually('Ready', () => cluster.status?.phase === 'Ready');
-      expect(cluster.finalizers).toEqual([finalizerName]);
+      expect(cluster.finalizers).toEqual([]);
+      expect(cluster.calls.ensureFinalizer ?? 0).toBe(0);
       expect(cluster.status?.inferenceURL).toBe('http://m.default.svc.cluster.local:80');
       // The fake holds the status as soon as the activity ran; the workflow learns it a moment later.
       await eventually('the workflow to see Ready', async () => (await handle.query(stateQuery)).phase === 'Ready');
@@ -104,8 +105,24 @@ describe('machineModelWorkflow', () => {
     });
   });
 
-  it('runs deletion while waiting for readiness, removes the finalizer and completes', async () => {
+  it('runs deletion while waiting for readiness and completes; without a gateway nothing waits on it', async () => {
     const cluster = new FakeCluster();
+    await wf.withWorker(cluster, async (tq) => {
+      const handle = await start(tq);
+      await eventually('Deploying', () => cluster.status?.phase === 'Deploying');
+      cluster.deleting = true;
+      await handle.signal(reconcileSignal, { source: 'MachineModel', event: 'updated' });
+      const outcome = await handle.result();
+      expect(outcome.finished).toBe(true);
+      expect(cluster.verdicts).not.toContain('deleting');
+      expect(cluster.calls.unregisterRoute ?? 0).toBe(0);
+      expect(cluster.calls.removeFinalizer ?? 0).toBe(0);
+    });
+  });
+
+  it('removes a finalizer added while a gateway was configured, without a Deleting status', async () => {
+    const cluster = new FakeCluster();
+    cluster.finalizers = [finalizerName];
     await wf.withWorker(cluster, async (tq) => {
       const handle = await start(tq);
       await eventually('Deploying', () => cluster.status?.phase === 'Deploying');
@@ -145,6 +162,8 @@ describe('machineModelWorkflow', () => {
     tq: string,
     during: (handle: Awaited<ReturnType<typeof start>>) => Promise<void>,
   ) {
+    // With a gateway, so that the finalizer's removal is the deletion round's last step.
+    cluster.gatewayConfigured = true;
     cluster.ready = true;
     cluster.removeFinalizerDelayMs = 1_000;
     const handle = await start(tq);

@@ -1,0 +1,117 @@
+// The worker reads from the informer's caches (as controller-runtime's client does): a read after
+// the process's own write must see that write, although the watch has not delivered it yet; an
+// object the label-filtered child watches cannot see is still found.
+import { setTimeout as sleep } from 'node:timers/promises';
+import { KubeConfig, type KubernetesObject, type V1Service } from '@kubernetes/client-node';
+import { pino } from 'pino';
+import { afterAll, beforeAll, expect, inject, it } from 'vitest';
+import { KubeClient } from '../../activities/kube-client.js';
+import type { MachineModelStatus } from '../../src/core/api.js';
+import type { SignalRequest } from '../../src/informer/event-filter.js';
+import { Informer } from '../../src/informer/informer.js';
+import { kubectlFor } from '../support/cluster.js';
+import { eventually } from '../support/eventually.js';
+import { installCrds } from '../support/operator-process.js';
+import { machineModel } from '../support/models.js';
+
+const stack = inject('stack');
+const k = kubectlFor(stack);
+let ns: string;
+let informer: Informer;
+let kube: KubeClient;
+const signalled: SignalRequest[] = [];
+
+beforeAll(async () => {
+  installCrds(stack);
+  ns = k.createNamespace('cache-reads');
+  const kc = new KubeConfig();
+  kc.loadFromFile(stack.kubeconfig);
+  kube = new KubeClient(kc);
+  informer = new Informer(kc, (r) => signalled.push(r), pino({ level: 'silent' }), {
+    namespaces: [ns],
+    ownWrite: (...version) => kube.isOwnWrite(...version),
+  });
+  await informer.start();
+  kube.readFrom(informer);
+});
+
+afterAll(async () => {
+  await informer?.stop();
+});
+
+it('serves a model from the cache, and each read after its own status write sees that write', async () => {
+  k.apply(machineModel(ns, 'cached'));
+  await eventually('the model in the cache', () => (informer.lookup('MachineModel', ns, 'cached') ? true : undefined));
+  const before = { ...kube.reads };
+  expect((await kube.getModel(ns, 'cached'))?.metadata.name).toBe('cached');
+  expect(kube.reads.cache).toBe(before.cache + 1);
+  expect(kube.reads.apiserver).toBe(before.apiserver);
+
+  for (let i = 0; i < 20; i++) {
+    const status: MachineModelStatus = { phase: 'Deploying', replicas: i };
+    await kube.patchModelStatus(ns, 'cached', status);
+    expect((await kube.getModel(ns, 'cached'))?.status?.replicas).toBe(i);
+  }
+  // Once the watch has delivered the last write, the cache serves the model again.
+  await eventually('the cache to catch up', () => {
+    const cached = informer.lookup('MachineModel', ns, 'cached');
+    return cached !== 'unknown' && (cached as { status?: MachineModelStatus })?.status?.replicas === 19
+      ? true
+      : undefined;
+  });
+  const caught = { ...kube.reads };
+  expect((await kube.getModel(ns, 'cached'))?.status?.replicas).toBe(19);
+  expect(kube.reads.cache).toBe(caught.cache + 1);
+});
+
+it('reads a child it applied at once, and finds an object the label-filtered watch does not see', async () => {
+  const service = {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { name: 'labelled', namespace: ns, labels: { 'app.kubernetes.io/managed-by': 'machinemodel-operator' } },
+    spec: { ports: [{ port: 80 }] },
+  };
+  for (let port = 80; port < 90; port++) {
+    await kube.apply({ ...service, spec: { ports: [{ port }] } });
+    const read = await kube.read<V1Service>('v1', 'Service', ns, 'labelled');
+    expect(read?.spec?.ports?.[0]?.port).toBe(port);
+  }
+  await eventually('the cache to hold the last apply', () => {
+    const cached = informer.lookup('Service', ns, 'labelled') as V1Service | undefined;
+    return cached?.spec?.ports?.[0]?.port === 89 ? cached : undefined;
+  });
+  await kube.delete(service);
+  expect(await kube.read('v1', 'Service', ns, 'labelled')).toBeUndefined();
+  k.apply({ ...service, metadata: { name: 'foreign', namespace: ns } });
+  expect(informer.lookup('Service', ns, 'foreign')).toBeUndefined();
+  expect((await kube.read('v1', 'Service', ns, 'foreign'))?.metadata?.name).toBe('foreign');
+});
+
+it("wakes no workflow for the watch events of its own writes, and does for anyone else's", async () => {
+  const labels = { 'app.kubernetes.io/managed-by': 'machinemodel-operator', 'app.kubernetes.io/instance': 'echo' };
+  const service = {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { name: 'echo', namespace: ns, labels },
+    spec: { ports: [{ port: 80 }] },
+  };
+  // Children wake only a model that exists.
+  k.apply(machineModel(ns, 'echo'));
+  await eventually('the model in the cache', () => (informer.lookup('MachineModel', ns, 'echo') ? true : undefined));
+  const about = () => signalled.filter((r) => r.name === 'echo' && r.hint.source === 'Service');
+  for (let port = 80; port < 85; port++) {
+    const applied: KubernetesObject = await kube.apply({ ...service, spec: { ports: [{ port }] } });
+    await eventually('the watch to deliver the write', () => {
+      const cached = informer.lookup('Service', ns, 'echo');
+      return cached !== 'unknown' && cached?.metadata?.resourceVersion === applied.metadata?.resourceVersion
+        ? true
+        : undefined;
+    });
+  }
+  // Requests wait 50 ms for the echo check.
+  await sleep(200);
+  expect(about().map((r) => r.hint)).toEqual([]);
+  expect(informer.echoes).toBeGreaterThanOrEqual(5);
+  k.kubectl('-n', ns, 'patch', 'service', 'echo', '--type=merge', '-p', '{"spec":{"ports":[{"port":90}]}}');
+  await eventually('a signal for the change someone else made', () => (about().length === 1 ? true : undefined));
+});
