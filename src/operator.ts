@@ -157,7 +157,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
         signalVanishedModels(client, {
           taskQueue: config.temporal.taskQueue,
           namespaces: config.namespaces,
-          knownUid: (ns, name) => informer.knownModelUid(ns, name),
+          known: (ns, name) => informer.lookup('MachineModel', ns, name) !== undefined,
           enqueue: (r) => signaler.enqueue(r),
         }),
       temporal,

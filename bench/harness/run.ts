@@ -295,15 +295,16 @@ export async function runContender(
   const since = () => round((performance.now() - deleting) / 1000);
   await until(
     `${name}: namespace ${namespace} gone`,
-    () => {
-      // Finalizers hold a namespace: when did the controller let go of the last of its objects?
-      if (contender.own && result.ownObjectsGoneSeconds === undefined && timeline.ownLeft === 0)
-        result.ownObjectsGoneSeconds = since();
-      return !kubectlRun(stack, ['get', 'namespace', '-o', 'name']).split('\n').includes(`namespace/${namespace}`);
-    },
+    () => !kubectlRun(stack, ['get', 'namespace', '-o', 'name']).split('\n').includes(`namespace/${namespace}`),
     timeoutMs,
   );
   result.deleteSeconds = since();
+  if (contender.own) {
+    // Finalizers hold a namespace: when did the controller let go of the last of its objects? The watch
+    // may deliver the last deletions after kubectl already sees the namespace gone; they were gone by then.
+    await until(`${name}: the watch sees its objects gone`, () => timeline.ownGoneAt !== undefined, 60_000);
+    result.ownObjectsGoneSeconds = Math.min(round((timeline.ownGoneAt! - deleting) / 1000), result.deleteSeconds);
+  }
   await timeline.stop();
   await process?.stop();
   return result;

@@ -30,6 +30,8 @@ export class Timeline {
   readonly converged = new Map<string, number>();
   /** The contender's own objects that exist now (a deletion empties it). */
   private readonly ownLive = new Set<string>();
+  /** performance.now() when a deletion seen by the watch left none of the contender's own objects. */
+  ownGoneAt: number | undefined;
   private readonly watches: ListWatch<Obj>[] = [];
   private t0 = performance.now();
 
@@ -71,7 +73,10 @@ export class Timeline {
           this.ownLive.add(o.metadata!.name!);
           if (own.converged(o)) mark(this.converged, o.metadata!.name!);
         },
-        (o) => this.ownLive.delete(o.metadata!.name!),
+        (o) => {
+          this.ownLive.delete(o.metadata!.name!);
+          if (this.ownLive.size === 0) this.ownGoneAt = performance.now();
+        },
       );
     await Promise.all(this.watches.map((w) => w.start()));
   }
@@ -79,11 +84,6 @@ export class Timeline {
   /** From now on times count: call it just before the objects are applied. */
   begin(): void {
     this.t0 = performance.now();
-  }
-
-  /** How many of the contender's own objects exist, from the watch (no listing load on the apiserver). */
-  get ownLeft(): number {
-    return this.ownLive.size;
   }
 
   /** Converged objects: the contender's own, or (without one) the available Deployments. */

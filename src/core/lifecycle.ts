@@ -19,7 +19,7 @@ export type Lifecycle =
 
 export function lifecycleOf(
   model: { deleting: boolean; hasFinalizer: boolean } | null,
-  needsFinalizer = true,
+  needsFinalizer: boolean,
 ): Lifecycle {
   if (!model) return { step: 'gone' };
   if (model.deleting) return { step: 'cleanup', removeFinalizer: model.hasFinalizer };

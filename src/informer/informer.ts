@@ -250,13 +250,6 @@ export class Informer {
     return source.lw.get(name, namespace);
   }
 
-  /** The uid of the MachineModel the cache holds under this name; '' when the cache cannot say. */
-  knownModelUid(namespace: string, name: string): string | undefined {
-    const model = this.lookup('MachineModel', namespace, name);
-    if (model === 'unknown') return '';
-    return model ? (model.metadata?.uid ?? '') : undefined;
-  }
-
   private handle(kind: WatchedKind, type: 'added' | 'updated' | 'deleted', obj: WatchedObject): void {
     this.events++;
     const request = this.filter.observe(kind, type, obj);

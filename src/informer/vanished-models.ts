@@ -11,8 +11,8 @@ export interface VanishedSweep {
   taskQueue: string;
   /** The informer's namespaces; empty for all. */
   namespaces: string[];
-  /** The uid of the model the informer knows under this name, if any. */
-  knownUid(namespace: string, name: string): string | undefined;
+  /** The informer's cache holds a model of this name, or cannot say. */
+  known(namespace: string, name: string): boolean;
   enqueue(request: SignalRequest): void;
 }
 
@@ -34,7 +34,7 @@ export async function signalVanishedModels(client: Client, sweep: VanishedSweep)
   for await (const w of client.workflow.list({ query: runningModelsQuery(sweep.taskQueue, sweep.namespaces) })) {
     const namespace = w.typedSearchAttributes.get(namespaceAttribute);
     const name = w.typedSearchAttributes.get(nameAttribute);
-    if (!namespace || !name || sweep.knownUid(namespace, name) !== undefined) continue;
+    if (!namespace || !name || sweep.known(namespace, name)) continue;
     const uid = typeof w.memo?.uid === 'string' ? w.memo.uid : undefined;
     sweep.enqueue({
       namespace,

@@ -30,10 +30,7 @@ beforeAll(async () => {
     {
       MMO_NAMESPACES: ns,
       MMO_TASK_QUEUE: `mmo-${randomUUID()}`,
-      MMO_GATEWAY: 'caddy',
-      MMO_CADDY_ADMIN: caddy.adminURL,
-      MMO_CADDY_LISTEN: `127.0.0.1:${caddy.httpPort}`,
-      MMO_GATEWAY_PUBLIC_URL: caddy.publicURL,
+      ...caddy.operatorEnv,
       // The janitor compares the gateway with the models this often.
       MMO_GATEWAY_SWEEP_SECONDS: '3',
     },

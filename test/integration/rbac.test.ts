@@ -41,14 +41,7 @@ beforeAll(async () => {
   ns = k.createNamespace('rbac');
   operator = startOperatorProcess(
     { ...stack, kubeconfig: saKubeconfig },
-    {
-      MMO_NAMESPACES: ns,
-      MMO_TASK_QUEUE: `mmo-${randomUUID()}`,
-      MMO_GATEWAY: 'caddy',
-      MMO_CADDY_ADMIN: caddy.adminURL,
-      MMO_CADDY_LISTEN: `127.0.0.1:${caddy.httpPort}`,
-      MMO_GATEWAY_PUBLIC_URL: caddy.publicURL,
-    },
+    { MMO_NAMESPACES: ns, MMO_TASK_QUEUE: `mmo-${randomUUID()}`, ...caddy.operatorEnv },
     'rbac',
   );
 });

@@ -31,6 +31,16 @@ export class CaddyProcess {
     return `http://127.0.0.1:${this.httpPort}`;
   }
 
+  /** The operator's settings for publishing on this Caddy. */
+  get operatorEnv(): Record<string, string> {
+    return {
+      MMO_GATEWAY: 'caddy',
+      MMO_CADDY_ADMIN: this.adminURL,
+      MMO_CADDY_LISTEN: `127.0.0.1:${this.httpPort}`,
+      MMO_GATEWAY_PUBLIC_URL: this.publicURL,
+    };
+  }
+
   async start(): Promise<void> {
     const dir = path.join(this.stack.stateDir, 'logs');
     const config = path.join(dir, `caddy-${this.adminPort}.json`);

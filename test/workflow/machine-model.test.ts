@@ -9,6 +9,7 @@ import {
   reconcileSignal,
   stateQuery,
   type MachineModelWorkflowInput,
+  type RoundOutcome,
 } from '../../workflows/definitions.js';
 import { eventually } from '../support/eventually.js';
 import { FakeCluster } from '../support/fake-cluster.js';
@@ -105,37 +106,38 @@ describe('machineModelWorkflow', () => {
     });
   });
 
-  it('runs deletion while waiting for readiness and completes; without a gateway nothing waits on it', async () => {
-    const cluster = new FakeCluster();
+  /** Starts a model, deletes it while it is Deploying, and returns the last round's outcome. */
+  async function deletedWhileDeploying(cluster: FakeCluster) {
+    let outcome: RoundOutcome | undefined;
     await wf.withWorker(cluster, async (tq) => {
       const handle = await start(tq);
       await eventually('Deploying', () => cluster.status?.phase === 'Deploying');
       cluster.deleting = true;
       await handle.signal(reconcileSignal, { source: 'MachineModel', event: 'updated' });
-      const outcome = await handle.result();
-      expect(outcome.finished).toBe(true);
-      expect(cluster.verdicts).not.toContain('deleting');
-      expect(cluster.calls.unregisterRoute ?? 0).toBe(0);
-      expect(cluster.calls.removeFinalizer ?? 0).toBe(0);
+      outcome = await handle.result();
     });
+    return outcome!;
+  }
+
+  it('runs deletion while waiting for readiness and completes; without a gateway nothing waits on it', async () => {
+    const cluster = new FakeCluster();
+    const outcome = await deletedWhileDeploying(cluster);
+    expect(outcome.finished).toBe(true);
+    expect(cluster.verdicts).not.toContain('deleting');
+    expect(cluster.calls.unregisterRoute ?? 0).toBe(0);
+    expect(cluster.calls.removeFinalizer ?? 0).toBe(0);
   });
 
   it('removes a finalizer added while a gateway was configured, without a Deleting status', async () => {
     const cluster = new FakeCluster();
     cluster.finalizers = [finalizerName];
-    await wf.withWorker(cluster, async (tq) => {
-      const handle = await start(tq);
-      await eventually('Deploying', () => cluster.status?.phase === 'Deploying');
-      cluster.deleting = true;
-      await handle.signal(reconcileSignal, { source: 'MachineModel', event: 'updated' });
-      const outcome = await handle.result();
-      expect(outcome.finished).toBe(true);
-      // Without a gateway nothing outside the namespace can hold the finalizer: no Deleting status, no route step.
-      expect(cluster.verdicts).not.toContain('deleting');
-      expect(cluster.calls.unregisterRoute ?? 0).toBe(0);
-      expect(cluster.calls.removeFinalizer).toBe(1);
-      expect(cluster.exists).toBe(false);
-    });
+    const outcome = await deletedWhileDeploying(cluster);
+    expect(outcome.finished).toBe(true);
+    // Without a gateway nothing outside the namespace can hold the finalizer: no Deleting status, no route step.
+    expect(cluster.verdicts).not.toContain('deleting');
+    expect(cluster.calls.unregisterRoute ?? 0).toBe(0);
+    expect(cluster.calls.removeFinalizer).toBe(1);
+    expect(cluster.exists).toBe(false);
   });
 
   it('retries a step whose local attempt failed in a way worth retrying as a regular activity', async () => {
