@@ -86,6 +86,11 @@ async function main(): Promise<void> {
   writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
   await writeChart(file.replace(/\.json$/, '.png'), models, results);
   console.log(table(results));
+  const slowest = results.operator?.slowest;
+  if (slowest)
+    console.log(
+      `\nslowest operator model: ${slowest.model}, Ready ${slowest.readyLagMs} ms after its Deployment was available (its story: "slowest" in the JSON)`,
+    );
   console.log(`\n${file}`);
 }
 

@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { KubeConfig } from '@kubernetes/client-node';
 import { Client, Connection } from '@temporalio/client';
+import { workflowIdFor } from '../../src/core/api.js';
 import { sampleController } from '../../deploy/local/components.js';
 import { ensureInstalled } from '../../deploy/local/install.js';
 import { freePort } from '../../deploy/local/processes.js';
@@ -17,6 +18,7 @@ import { installCrds, operatorProbe, startOperatorProcess } from '../../test/sup
 import { apiserverRequests, difference } from './apiserver-requests.js';
 import { deploymentNodeOptions } from './deployment.js';
 import { round, Usage } from './proc.js';
+import { storyOf } from './slowest-story.js';
 import { Timeline, type Watched } from './timeline.js';
 
 export const contenderNames = ['floor', 'peer', 'operator'] as const;
@@ -46,6 +48,8 @@ export interface ContenderResult {
    * Temporal's task queue).
    */
   perModel?: Record<'historyEvents' | 'activities' | 'localActivities' | 'workflowTasks', { p50: number; max: number }>;
+  /** Operator only: the model with the largest Ready lag, and its workflow's history timed from its Deployment's availability. */
+  slowest?: { model: string; readyLagMs: number; story: string[] };
 }
 
 export interface RunOptions {
@@ -196,6 +200,25 @@ function quantile(xs: number[], q: number): number {
   return s.length ? s[Math.min(s.length - 1, Math.floor(q * s.length))]! : NaN;
 }
 
+async function slowest(stack: StackInfo, namespace: string, timeline: Timeline): Promise<ContenderResult['slowest']> {
+  let worst: { model: string; readyLagMs: number; availableAt: number } | undefined;
+  for (const [model, t] of timeline.converged) {
+    const availableAt = timeline.available.get(model) ?? t;
+    if (!worst || t - availableAt > worst.readyLagMs)
+      worst = { model, readyLagMs: Math.round(t - availableAt), availableAt };
+  }
+  if (!worst) return undefined;
+  const connection = await Connection.connect({ address: stack.temporalAddress });
+  try {
+    const client = new Client({ connection, namespace: stack.temporalNamespace });
+    const zeroAt = timeline.epochMs + worst.availableAt;
+    const story = await storyOf(client, workflowIdFor(namespace, worst.model), zeroAt);
+    return { model: worst.model, readyLagMs: worst.readyLagMs, story };
+  } finally {
+    await connection.close();
+  }
+}
+
 /** History events and activities per model workflow, from Temporal (all runs of each). */
 async function perModel(stack: StackInfo, namespace: string): Promise<ContenderResult['perModel']> {
   const connection = await Connection.connect({ address: stack.temporalAddress });
@@ -289,6 +312,7 @@ export async function runContender(
     deleteSeconds: 0,
     ...(name === 'operator' ? { perModel: await perModel(stack, namespace) } : {}),
   };
+  if (name === 'operator' && lags.length) result.slowest = await slowest(stack, namespace, timeline);
   log(`${name}: converged in ${result.convergedSeconds}s; deleting ${namespace}`);
   const deleting = performance.now();
   kubectlRun(stack, ['delete', 'namespace', namespace, '--wait=false']);

@@ -34,6 +34,8 @@ export class Timeline {
   ownGoneAt: number | undefined;
   private readonly watches: ListWatch<Obj>[] = [];
   private t0 = performance.now();
+  /** Date.now() when the timeline began: its times plus this are epoch milliseconds. */
+  epochMs = Date.now();
 
   constructor(
     private readonly kc: KubeConfig,
@@ -84,6 +86,7 @@ export class Timeline {
   /** From now on times count: call it just before the objects are applied. */
   begin(): void {
     this.t0 = performance.now();
+    this.epochMs = Date.now();
   }
 
   /** Converged objects: the contender's own, or (without one) the available Deployments. */

@@ -37,6 +37,10 @@ describe('the benchmark harness (bench:converge) on 10 objects', () => {
         // Kubernetes steps run as local activities (markers), regular ones only on a retry.
         expect(r.perModel?.localActivities.p50).toBeGreaterThan(0);
         expect(r.perModel?.workflowTasks.p50).toBeGreaterThan(0);
+        // The slowest model's history, timed from its Deployment's availability, names its steps.
+        expect(r.slowest?.story).toEqual(
+          expect.arrayContaining([expect.stringMatching(/run started$/), expect.stringMatching(/local activity \w+/)]),
+        );
       }
     },
     600_000,
