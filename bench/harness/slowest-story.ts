@@ -36,13 +36,20 @@ function describe(e: HistoryEvent, scheduledAt: Map<string, number>): string | u
   if (e.timerFiredEventAttributes) return 'timer fired';
   if (e.timerCanceledEventAttributes) return 'timer canceled';
   if (e.workflowTaskScheduledEventAttributes) {
+    const a = e.workflowTaskScheduledEventAttributes;
     scheduledAt.set('task', millisOf(e.eventTime));
-    return undefined;
+    // Kind 2 is a worker's sticky queue: only the worker that holds the workflow in its cache polls it.
+    return `workflow task scheduled on ${a.taskQueue?.kind === 2 ? 'the sticky' : 'the normal'} queue, attempt ${a.attempt ?? 1}`;
   }
+  if (e.workflowTaskTimedOutEventAttributes)
+    return `workflow task timed out (${e.workflowTaskTimedOutEventAttributes.timeoutType === 2 ? 'schedule to start' : 'start to close'})`;
+  if (e.workflowTaskFailedEventAttributes)
+    return `workflow task failed (cause ${e.workflowTaskFailedEventAttributes.cause})`;
   if (e.workflowTaskStartedEventAttributes) {
     const waited = millisOf(e.eventTime) - (scheduledAt.get('task') ?? millisOf(e.eventTime));
     return `workflow task started (queued ${Math.round(waited)} ms)`;
   }
+  if (e.workflowTaskCompletedEventAttributes) return 'workflow task completed';
   if (e.markerRecordedEventAttributes?.markerName === 'core_local_activity') {
     const data = decoded(e.markerRecordedEventAttributes.details?.data?.payloads?.[0]) as
       { activity_type?: string; attempt?: number } | undefined;
