@@ -4,6 +4,13 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { defaultBuildOptions, type BuildOptions } from '../core/desired-state.js';
 import { defaultWorkflowConfig, type WorkflowConfig } from '../core/reconcile-timing.js';
 
+/**
+ * The first readiness recheck of the workflows this operator starts (in their input, so runs already
+ * going keep theirs). Longer than the workflow's own default of 2 s: the watch wakes a model on every
+ * change of its rollout, and at N=1000 the rechecks at 2, 4 and 8 s were rounds that found nothing new.
+ */
+const readinessRecheckSeconds = 10;
+
 export interface TemporalConfig {
   address: string;
   namespace: string;
@@ -217,6 +224,17 @@ function operatorCommand(): Command {
         .default(defaultWorkflowConfig.progressDeadlineSeconds),
     )
     .addOption(
+      new Option(
+        '--readiness-recheck <seconds>',
+        'first wait before a progressing model is looked at again without any event (doubling up to 60 s); ' +
+          "the watch wakes it on every change of its Deployment's rollout, so this is the safety net, and how " +
+          'soon a Pod no node can place is noticed (Pods are not watched)',
+      )
+        .env('MMO_READINESS_RECHECK_SECONDS')
+        .argParser(positiveInt('--readiness-recheck'))
+        .default(readinessRecheckSeconds),
+    )
+    .addOption(
       new Option('--drift-check <seconds>', 'how often an idle model is checked without any event')
         .env('MMO_DRIFT_CHECK_SECONDS')
         .argParser(positiveInt('--drift-check'))
@@ -313,6 +331,7 @@ export function parseOperatorConfig(argv: string[]): OperatorConfig {
         clusterDomain: string;
         progressDeadline: number;
         driftCheck: number;
+        readinessRecheck: number;
         gatewaySweep: number;
         watchTimeout: number;
         metricsPort: number;
@@ -333,7 +352,11 @@ export function parseOperatorConfig(argv: string[]): OperatorConfig {
     maxConcurrentWorkflowTasks: o.maxConcurrentWorkflowTasks,
     maxCachedWorkflows: o.maxCachedWorkflows,
     build: { ...defaultBuildOptions, gpuResourceName: o.gpuResourceName, clusterDomain: o.clusterDomain },
-    workflow: { progressDeadlineSeconds: o.progressDeadline, driftCheckSeconds: o.driftCheck },
+    workflow: {
+      progressDeadlineSeconds: o.progressDeadline,
+      driftCheckSeconds: o.driftCheck,
+      readinessRecheckSeconds: { initial: o.readinessRecheck, max: defaultWorkflowConfig.readinessRecheckSeconds.max },
+    },
     gateway: gatewayConfigFrom(o),
     gatewaySweepSeconds: o.gatewaySweep,
     watchTimeoutSeconds: o.watchTimeout,

@@ -18,16 +18,22 @@ describe('parseOperatorConfig', () => {
     });
     expect(c.namespaces).toEqual([]);
     expect(c.role).toBe('all');
-    expect(c.workflow).toEqual({ progressDeadlineSeconds: 600, driftCheckSeconds: 600 });
+    expect(c.workflow).toEqual({
+      progressDeadlineSeconds: 600,
+      driftCheckSeconds: 600,
+      readinessRecheckSeconds: { initial: 10, max: 60 },
+    });
   });
 
   it('takes environment variables, and flags over them', () => {
     process.env.MMO_NAMESPACES = 'a, b';
     process.env.MMO_TASK_QUEUE = 'q-env';
+    process.env.MMO_READINESS_RECHECK_SECONDS = '3';
     const c = parseOperatorConfig(['--task-queue', 'q-flag', '--progress-deadline', '30']);
     expect(c.namespaces).toEqual(['a', 'b']);
     expect(c.temporal.taskQueue).toBe('q-flag');
     expect(c.workflow.progressDeadlineSeconds).toBe(30);
+    expect(c.workflow.readinessRecheckSeconds).toEqual({ initial: 3, max: 60 });
   });
 
   it('turns TLS on for an API key, which comes only from the environment', () => {
