@@ -103,6 +103,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
           maxConcurrentActivityTaskExecutions: config.maxConcurrentActivities,
           maxConcurrentWorkflowTaskExecutions: config.maxConcurrentWorkflowTasks,
           maxCachedWorkflows: config.maxCachedWorkflows,
+          stickyQueueScheduleToStartTimeout: `${config.stickyQueueTimeoutSeconds} seconds`,
           shutdownGraceTime: '10 seconds',
         }),
       temporal,

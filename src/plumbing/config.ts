@@ -34,6 +34,8 @@ export interface OperatorConfig {
   maxConcurrentWorkflowTasks: number;
   /** Unset: the SDK's default, from the heap limit. */
   maxCachedWorkflows?: number;
+  /** How long a workflow task may wait on this worker's sticky queue before it moves to the normal one. */
+  stickyQueueTimeoutSeconds: number;
   build: BuildOptions;
   workflow: Partial<WorkflowConfig>;
   gateway: GatewayConfig;
@@ -208,6 +210,17 @@ function operatorCommand(): Command {
         .argParser(positiveInt('--max-cached-workflows')),
     )
     .addOption(
+      new Option(
+        '--sticky-queue-timeout <seconds>',
+        "how long a workflow task waits on this worker's sticky queue before it moves to the normal queue, " +
+          "which the SDK serves with one poller while the sticky queue has a backlog; also how long a dead worker's " +
+          'sticky tasks wait',
+      )
+        .env('MMO_STICKY_QUEUE_TIMEOUT_SECONDS')
+        .argParser(positiveInt('--sticky-queue-timeout'))
+        .default(10),
+    )
+    .addOption(
       new Option('--gpu-resource-name <name>', 'extended resource requested for GPUs')
         .env('MMO_GPU_RESOURCE_NAME')
         .default(defaultBuildOptions.gpuResourceName),
@@ -327,6 +340,7 @@ export function parseOperatorConfig(argv: string[]): OperatorConfig {
         maxConcurrentActivities: number;
         maxConcurrentWorkflowTasks: number;
         maxCachedWorkflows?: number;
+        stickyQueueTimeout: number;
         gpuResourceName: string;
         clusterDomain: string;
         progressDeadline: number;
@@ -351,6 +365,7 @@ export function parseOperatorConfig(argv: string[]): OperatorConfig {
     maxConcurrentActivities: o.maxConcurrentActivities,
     maxConcurrentWorkflowTasks: o.maxConcurrentWorkflowTasks,
     maxCachedWorkflows: o.maxCachedWorkflows,
+    stickyQueueTimeoutSeconds: o.stickyQueueTimeout,
     build: { ...defaultBuildOptions, gpuResourceName: o.gpuResourceName, clusterDomain: o.clusterDomain },
     workflow: {
       progressDeadlineSeconds: o.progressDeadline,

@@ -18,6 +18,7 @@ describe('parseOperatorConfig', () => {
     });
     expect(c.namespaces).toEqual([]);
     expect(c.role).toBe('all');
+    expect(c.stickyQueueTimeoutSeconds).toBe(10);
     expect(c.workflow).toEqual({
       progressDeadlineSeconds: 600,
       driftCheckSeconds: 600,
@@ -34,6 +35,7 @@ describe('parseOperatorConfig', () => {
     expect(c.temporal.taskQueue).toBe('q-flag');
     expect(c.workflow.progressDeadlineSeconds).toBe(30);
     expect(c.workflow.readinessRecheckSeconds).toEqual({ initial: 3, max: 60 });
+    expect(parseOperatorConfig(['--sticky-queue-timeout', '60']).stickyQueueTimeoutSeconds).toBe(60);
   });
 
   it('turns TLS on for an API key, which comes only from the environment', () => {
