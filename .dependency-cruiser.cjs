@@ -4,6 +4,7 @@
 //   activities      Kubernetes and gateway I/O: src/core, src/plumbing
 //   src/informer    watch -> filter -> signal: src/core, src/plumbing, the workflows' contract
 //   src/plumbing    config, clients, logging, metrics: src/core
+//   src/cli         mmctl's reads and output: src/core, src/plumbing, the workflows' contract (no activities)
 //   src/*.ts        entry points: anything above
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
@@ -44,6 +45,19 @@ module.exports = {
       severity: 'error',
       from: { path: '^src/informer/' },
       to: { path: '^(activities/|src/[^/]+\\.ts$)' },
+    },
+    {
+      name: 'cli-reads-workflows-only',
+      comment: 'mmctl reads what the workflows record; it never runs activities or the informer',
+      severity: 'error',
+      from: { path: '^src/cli/' },
+      to: { path: '^(activities/|src/informer/|src/[^/]+\\.ts$)' },
+    },
+    {
+      name: 'only-mmctl-uses-the-cli',
+      severity: 'error',
+      from: { path: '^(src/(core|plumbing|informer)|workflows|activities)/' },
+      to: { path: '^src/cli/' },
     },
     {
       name: 'plumbing-below-the-product',

@@ -14,7 +14,7 @@ async function main(): Promise<number> {
     throw err;
   }
   const log = createLogger(config.logLevel);
-  installRuntime(log, config.logLevel);
+  installRuntime(log, config.logLevel, { host: config.metrics.host, port: config.metrics.sdkPort });
   const operator = startOperator(config, log);
   // The informer stops first, so no new work is queued while in-flight tasks finish.
   await Promise.race([operator.done, shutdownRequested(log).then(() => operator.stop())]);

@@ -1,33 +1,40 @@
-// mmctl: what a person uses to look at and nudge a model's workflow.
-//   mmctl resync <namespace>/<name> [--wait]   look again now (with --wait: and print what happened)
-//   mmctl status <namespace>/<name>            the workflow's view: phase, conditions, pending work, counters
-import { Client, WithStartWorkflowOperation, WorkflowNotFoundError } from '@temporalio/client';
-import { Command, CommanderError, InvalidArgumentError } from 'commander';
+#!/usr/bin/env node
+// mmctl: what a person uses to look at and nudge the models' workflows (README "mmctl").
+//   mmctl status <namespace>/<name>                 phase, conditions, pending work, the last round
+//   mmctl history <namespace>/<name> [--rounds N]   the last rounds: trigger, changes, what was seen, errors
+//   mmctl list [-n <namespace>]                     every model's phase and workflow status
+//   mmctl ui <namespace>/<name>                     the model's workflow in the Temporal Web UI
+//   mmctl resync <namespace>/<name> [--wait]        look again now (with --wait: and print what happened)
+// Human output by default; --output json for scripts. Exit codes: src/cli/exit-codes.ts.
+import { Client, WithStartWorkflowOperation } from '@temporalio/client';
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { workflowIdFor } from './core/api.js';
+import { CliFailure, exitCodes } from './cli/exit-codes.js';
+import { listModels, modelStatus, recentRounds, UnknownModel, type ModelKey } from './cli/model-workflows.js';
+import { renderHistory, renderList, renderStatus } from './cli/render.js';
 import { temporalConfigFrom, temporalOptions } from './plumbing/config.js';
 import { connectClient } from './plumbing/temporal.js';
 import { startOptions } from './informer/workflow-client.js';
-import {
-  reconcileNowUpdate,
-  resyncSignal,
-  stateQuery,
-  workflowType,
-  type RoundOutcome,
-} from '../workflows/definitions.js';
+import { reconcileNowUpdate, resyncSignal, workflowType, type RoundOutcome } from '../workflows/definitions.js';
 
-interface Key {
-  namespace: string;
-  name: string;
-}
+type Output = 'human' | 'json';
 
-function parseKey(value: string): Key {
+function parseKey(value: string): ModelKey {
   const m = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?)\/([a-z0-9]([-a-z0-9.]*[a-z0-9])?)$/.exec(value);
   if (!m)
     throw new InvalidArgumentError(`expected <namespace>/<name>, e.g. default/image-classifier-v1; got "${value}"`);
   return { namespace: m[1]!, name: m[3]! };
 }
 
-function formatOutcome(key: Key, o: RoundOutcome): string {
+function positive(label: string) {
+  return (v: string) => {
+    const n = Number(v);
+    if (!(n > 0)) throw new InvalidArgumentError(`${label} must be a positive number, got "${v}"`);
+    return n;
+  };
+}
+
+function formatOutcome(key: ModelKey, o: RoundOutcome): string {
   const lines = [
     `${key.namespace}/${key.name}: round ${o.round}, phase ${o.phase ?? 'unknown'}${o.finished ? ' (finished)' : ''}`,
   ];
@@ -37,10 +44,22 @@ function formatOutcome(key: Key, o: RoundOutcome): string {
   return lines.join('\n');
 }
 
+/** Prints `data` as JSON, or as `human(data)` reads it. */
+function print<T>(cmd: Command, data: T, human: (d: T) => string) {
+  const output = cmd.optsWithGlobals<{ output: Output }>().output;
+  console.log(output === 'json' ? JSON.stringify(data, null, 2) : human(data));
+}
+
 async function withClient<T>(cmd: Command, fn: (client: Client, taskQueue: string) => Promise<T>): Promise<T> {
-  const cfg = temporalConfigFrom(cmd.optsWithGlobals());
+  let cfg: ReturnType<typeof temporalConfigFrom>;
+  try {
+    cfg = temporalConfigFrom(cmd.optsWithGlobals());
+  } catch (err) {
+    throw new CliFailure(err instanceof Error ? err.message : String(err), exitCodes.usage);
+  }
   const connection = await connectClient(cfg).catch((err: unknown) => {
-    throw new Error(`cannot reach Temporal at ${cfg.address}: ${err instanceof Error ? err.message : String(err)}`);
+    const reason = err instanceof Error ? err.message.split('\n')[0] : String(err);
+    throw new CliFailure(`cannot reach Temporal at ${cfg.address}: ${reason}`, exitCodes.temporalUnreachable);
   });
   try {
     return await fn(new Client({ connection, namespace: cfg.namespace }), cfg.taskQueue);
@@ -51,35 +70,78 @@ async function withClient<T>(cmd: Command, fn: (client: Client, taskQueue: strin
 
 const program = temporalOptions(new Command('mmctl'))
   .description('Inspect and resync the workflows of MachineModels')
+  .addOption(new Option('-o, --output <format>', 'output format').choices(['human', 'json']).default('human'))
   .exitOverride();
+
+program
+  .command('status')
+  .description('phase, conditions, pending work and the last round of a model')
+  .argument('<namespace/name>', 'the MachineModel', parseKey)
+  .action(async (key: ModelKey, _opts: object, cmd: Command) => {
+    await withClient(cmd, async (client) => print(cmd, await modelStatus(client, key), renderStatus));
+  });
+
+program
+  .command('history')
+  .description("the last rounds of a model's workflow, across its runs: trigger, changes, what was seen, errors")
+  .argument('<namespace/name>', 'the MachineModel', parseKey)
+  .option('--rounds <n>', 'how many rounds', positive('--rounds'), 10)
+  .action(async (key: ModelKey, opts: { rounds: number }, cmd: Command) => {
+    await withClient(cmd, async (client) => {
+      const rounds = await recentRounds(client, key, Math.floor(opts.rounds));
+      print(cmd, rounds, (r) => renderHistory(`${key.namespace}/${key.name}`, r));
+    });
+  });
+
+program
+  .command('list')
+  .description("every model's phase and workflow status")
+  .option('-n, --namespace <namespace>', 'only models in this Kubernetes namespace')
+  .action(async (opts: { namespace?: string }, cmd: Command) => {
+    await withClient(cmd, async (client) => print(cmd, await listModels(client, opts.namespace), renderList));
+  });
+
+program
+  .command('ui')
+  .description("the link to a model's workflow in the Temporal Web UI")
+  .argument('<namespace/name>', 'the MachineModel', parseKey)
+  .addOption(
+    new Option('--ui-url <url>', 'where the Temporal Web UI is served')
+      .env('MMO_TEMPORAL_UI_URL')
+      .default('http://localhost:8233'),
+  )
+  .action(async (key: ModelKey, opts: { uiUrl: string }, cmd: Command) => {
+    await withClient(cmd, async (client) => {
+      const status = await modelStatus(client, key);
+      const namespace = cmd.optsWithGlobals<{ temporalNamespace: string }>().temporalNamespace;
+      const url =
+        `${opts.uiUrl.replace(/\/$/, '')}/namespaces/${encodeURIComponent(namespace)}` +
+        `/workflows/${encodeURIComponent(status.workflowId)}/${status.runId}/history`;
+      print(cmd, { model: status.model, url }, (d) => d.url);
+    });
+  });
 
 program
   .command('resync')
   .description('ask the operator to reconcile a model now')
   .argument('<namespace/name>', 'the MachineModel', parseKey)
   .option('--wait', 'wait for the round to finish and print its outcome')
-  .option(
-    '--timeout <seconds>',
-    'how long --wait waits',
-    (v) => {
-      const n = Number(v);
-      if (!(n > 0)) throw new InvalidArgumentError(`--timeout must be a positive number of seconds, got "${v}"`);
-      return n;
-    },
-    120,
-  )
-  .action(async (key: Key, opts: { wait?: boolean; timeout: number }, cmd: Command) => {
+  .option('--timeout <seconds>', 'how long --wait waits', positive('--timeout'), 120)
+  .action(async (key: ModelKey, opts: { wait?: boolean; timeout: number }, cmd: Command) => {
     await withClient(cmd, async (client, taskQueue) => {
       const settings = { taskQueue, workflow: {} };
       const requestedBy = `mmctl (${process.env.USER ?? 'unknown user'})`;
+      const workflowId = workflowIdFor(key.namespace, key.name);
       if (!opts.wait) {
         await client.workflow.signalWithStart(workflowType, {
           ...startOptions(key, settings),
           signal: resyncSignal,
           signalArgs: [{ requestedBy }],
         });
-        console.log(
-          `resync requested for ${key.namespace}/${key.name} (workflow ${workflowIdFor(key.namespace, key.name)})`,
+        print(
+          cmd,
+          { model: `${key.namespace}/${key.name}`, workflowId, requested: true },
+          () => `resync requested for ${key.namespace}/${key.name} (workflow ${workflowId})`,
         );
         return;
       }
@@ -96,44 +158,34 @@ program
           setTimeout(
             () =>
               reject(
-                new Error(
+                new CliFailure(
                   `no outcome within ${opts.timeout}s: is the operator's worker running on task queue ${taskQueue}?`,
+                  exitCodes.timeout,
                 ),
               ),
             opts.timeout * 1000,
           ).unref(),
         ),
       ]);
-      console.log(formatOutcome(key, outcome));
+      print(cmd, outcome, (o) => formatOutcome(key, o));
     });
   });
 
-program
-  .command('status')
-  .description("print the workflow's view of a model")
-  .argument('<namespace/name>', 'the MachineModel', parseKey)
-  .action(async (key: Key, _opts: object, cmd: Command) => {
-    await withClient(cmd, async (client) => {
-      try {
-        const state = await client.workflow.getHandle(workflowIdFor(key.namespace, key.name)).query(stateQuery);
-        console.log(JSON.stringify(state, null, 2));
-      } catch (err) {
-        if (err instanceof WorkflowNotFoundError) {
-          throw new Error(
-            `no workflow for ${key.namespace}/${key.name}: the operator has not seen this model (is it running and watching ${key.namespace}?)`,
-          );
-        }
-        throw err;
-      }
-    });
-  });
+function exitCodeOf(err: unknown): number {
+  if (err instanceof CliFailure) return err.exitCode;
+  if (err instanceof UnknownModel) return exitCodes.unknownModel;
+  return exitCodes.failed;
+}
 
 program.parseAsync(process.argv).then(
-  () => process.exit(0),
+  () => process.exit(exitCodes.ok),
   (err: unknown) => {
-    if (err instanceof CommanderError) process.exit(err.exitCode);
+    if (err instanceof CommanderError) {
+      // Help and version exit 0; every other complaint of the parser is a usage error (already printed).
+      process.exit(err.exitCode === 0 ? exitCodes.ok : exitCodes.usage);
+    }
     const cause = err instanceof Error && err.cause instanceof Error ? `: ${err.cause.message}` : '';
     process.stderr.write(`mmctl: ${err instanceof Error ? err.message : String(err)}${cause}\n`);
-    process.exit(1);
+    process.exit(exitCodeOf(err));
   },
 );

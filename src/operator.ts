@@ -17,6 +17,7 @@ import { janitorWorkflowId, janitorWorkflowType, type JanitorInput } from '../wo
 import type { GatewayConfig, OperatorConfig } from './plumbing/config.js';
 import { Informer } from './informer/informer.js';
 import { createMetrics, serveEndpoints, type MetricSources } from './plumbing/metrics.js';
+import { ReconcileMetrics } from './plumbing/reconcile-metrics.js';
 import { Reachability, Readiness } from './plumbing/readiness.js';
 import { Signaler } from './informer/signaler.js';
 import { lazyClient, untilTemporalAnswers, watchTemporal, workerConnector } from './plumbing/temporal.js';
@@ -77,6 +78,8 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
   const readiness = new Readiness();
   const temporal = new Reachability('temporal', `Temporal at ${config.temporal.address}`, readiness, log);
   const sources: MetricSources = {};
+  const registry = createMetrics(sources);
+  const reconcileMetrics = new ReconcileMetrics(registry);
   const parts: Parts = {};
   let settle!: { resolve: () => void; reject: (err: unknown) => void };
   const done = new Promise<void>((resolve, reject) => (settle = { resolve, reject }));
@@ -100,6 +103,8 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
           taskQueue: config.temporal.taskQueue,
           ...workflows,
           activities,
+          interceptors: { activity: [reconcileMetrics.activityInterceptor()] },
+          sinks: reconcileMetrics.sinks(),
           maxConcurrentActivityTaskExecutions: config.maxConcurrentActivities,
           maxConcurrentWorkflowTaskExecutions: config.maxConcurrentWorkflowTasks,
           maxCachedWorkflows: config.maxCachedWorkflows,
@@ -187,12 +192,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
 
   const started = (async () => {
     if (config.metrics.port) {
-      parts.endpoints = await serveEndpoints(
-        createMetrics(sources),
-        readiness,
-        config.metrics.port,
-        config.metrics.host,
-      );
+      parts.endpoints = await serveEndpoints(registry, readiness, config.metrics.port, config.metrics.host);
       log.info({ port: config.metrics.port }, 'serving /metrics, /healthz and /readyz');
     }
     await Promise.all([

@@ -1,8 +1,9 @@
 // Signals, query, update and the input/state types of the MachineModel workflow: the contract between
 // the workflow, the informer and mmctl. Workflow-safe.
-import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+import { defineQuery, defineSignal, defineUpdate, type Sinks } from '@temporalio/workflow';
 import type { Condition, Phase } from '../src/core/api.js';
 import type { WorkflowConfig } from '../src/core/reconcile-timing.js';
+import type { RoundMetricsSink } from '../src/core/round-result.js';
 
 export const workflowType = 'machineModelWorkflow';
 
@@ -37,6 +38,9 @@ export interface JanitorInput {
   /** Routes removed so far, carried across continue-as-new. */
   removed?: number;
 }
+
+/** What the workflow reports to the worker process: its rounds, for the operator's /metrics. */
+export type ReconcileSinks = Sinks & { metrics: RoundMetricsSink };
 
 export const stateQuery = defineQuery<WorkflowStateView>('state');
 export const reconcileNowUpdate = defineUpdate<RoundOutcome, [ResyncRequest]>('reconcileNow');

@@ -26,6 +26,7 @@ import {
   condition,
   continueAsNew,
   patched,
+  proxySinks,
   setCurrentDetails,
   setHandler,
   sleep,
@@ -39,6 +40,7 @@ import { errorPolicy, requeueSeconds, type FailureType } from '../src/core/failu
 import { lifecycleOf } from '../src/core/lifecycle.js';
 import { decideProgress } from '../src/core/progress.js';
 import { defaultWorkflowConfig, type WorkflowConfig } from '../src/core/reconcile-timing.js';
+import { roundResultOf } from '../src/core/round-result.js';
 import { isReady, type Verdict } from '../src/core/status.js';
 import {
   deletedSignal,
@@ -49,6 +51,7 @@ import {
   stateQuery,
   type CarriedState,
   type MachineModelWorkflowInput,
+  type ReconcileSinks,
   type RoundOutcome,
   type WorkflowStateView,
 } from './definitions.js';
@@ -65,7 +68,9 @@ const cheapRoundsPatch: PatchId = 'cheap-rounds';
 const gatewayFinalizerPatch: PatchId = 'finalizer-only-with-gateway';
 const invalidSpec: FailureType = 'InvalidSpec';
 
-type Round = RoundOutcome & { nextCheckSeconds: number };
+/** A round's outcome, and what the loop alone needs: when to look next, whether that is a requeue. */
+type Round = RoundOutcome & { nextCheckSeconds: number; requeued?: boolean };
+const { metrics } = proxySinks<ReconcileSinks>();
 
 /** What the loop and the message handlers share. */
 interface LoopState {
@@ -158,7 +163,7 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
   /** One round: read the object, then apply or clean up as the finalizer table says. */
   async function reconcile(): Promise<Round> {
     const n = ++state.rounds;
-    const outcome = (fields: Partial<RoundOutcome>, next = cfg.driftCheckSeconds): Round => ({
+    const outcome = (fields: Partial<Omit<Round, 'nextCheckSeconds'>>, next = cfg.driftCheckSeconds): Round => ({
       round: n,
       phase: state.phase,
       conditions: [],
@@ -202,7 +207,7 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
     }
   }
 
-  type Outcome = (fields: Partial<RoundOutcome>, next?: number) => Round;
+  type Outcome = (fields: Partial<Omit<Round, 'nextCheckSeconds'>>, next?: number) => Round;
 
   async function cleanup(snap: ModelSnapshot, removeFinalizer: boolean, outcome: Outcome): Promise<Round> {
     const { ref, generation } = snap;
@@ -223,7 +228,7 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
       if (!failure) throw err;
       // Whatever failed, the finalizer stays and cleanup runs again.
       const message = `cleanup could not finish (${failure.message}); keeping the finalizer and retrying`;
-      return outcome({ changes, message }, requeueSeconds);
+      return outcome({ changes, message, requeued: true }, requeueSeconds);
     }
     return outcome({ finished: true, changes, message: `MachineModel ${label} deleted` });
   }
@@ -278,7 +283,7 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
           return outcome({ changes, conditions: w.conditions, message: decision.message });
         }
         case 'requeue':
-          return outcome({ changes, message: decision.message }, decision.afterSeconds);
+          return outcome({ changes, message: decision.message, requeued: true }, decision.afterSeconds);
       }
     }
   }
@@ -299,7 +304,9 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
     loop.dirty = false;
     loop.foreignSignal = false;
     loop.roundInProgress = true;
-    const { nextCheckSeconds: next, ...outcome } = await reconcile();
+    metrics.roundStarted();
+    const { nextCheckSeconds: next, requeued, ...outcome } = await reconcile();
+    metrics.roundFinished(roundResultOf({ ...outcome, requeued }));
     loop.roundInProgress = false;
     lastRoundEndedAt = Date.now();
     nextCheckSeconds = next;

@@ -88,6 +88,13 @@ export function isModelController(o: { apiVersion: string; kind: string; control
   return !!o.controller && o.kind === kind && o.apiVersion.startsWith(`${group}/`);
 }
 
+const workflowIdPrefix = 'machinemodel/';
+
 export function workflowIdFor(namespace: string, name: string): string {
-  return `machinemodel/${namespace}/${name}`;
+  return `${workflowIdPrefix}${namespace}/${name}`;
+}
+
+/** "namespace/name" of a model's workflow id; undefined for any other workflow (the gateway janitor). */
+export function modelOfWorkflowId(workflowId: string): string | undefined {
+  return workflowId.startsWith(workflowIdPrefix) ? workflowId.slice(workflowIdPrefix.length) : undefined;
 }

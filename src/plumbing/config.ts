@@ -43,8 +43,8 @@ export interface OperatorConfig {
   gatewaySweepSeconds: number;
   /** The apiserver ends each watch after this; a watch silent well past it is presumed dead. */
   watchTimeoutSeconds: number;
-  /** Port for /metrics and /healthz; 0 turns them off. */
-  metrics: { port: number; host: string };
+  /** Port for /metrics and /healthz; 0 turns them off. sdkPort: the Temporal SDK's own metrics (0: off). */
+  metrics: { port: number; host: string; sdkPort: number };
   logLevel: string;
 }
 
@@ -307,7 +307,16 @@ function operatorCommand(): Command {
         .default(0),
     )
     .addOption(
-      new Option('--metrics-host <address>', 'address /metrics listens on')
+      new Option(
+        '--sdk-metrics-port <port>',
+        "port for the Temporal SDK's worker metrics in Prometheus format (task slots, schedule-to-start latency, sticky cache; 0: off)",
+      )
+        .env('MMO_SDK_METRICS_PORT')
+        .argParser(port('--sdk-metrics-port'))
+        .default(0),
+    )
+    .addOption(
+      new Option('--metrics-host <address>', 'address /metrics (and the SDK metrics) listen on')
         .env('MMO_METRICS_HOST')
         .default('127.0.0.1'),
     )
@@ -349,6 +358,7 @@ export function parseOperatorConfig(argv: string[]): OperatorConfig {
         gatewaySweep: number;
         watchTimeout: number;
         metricsPort: number;
+        sdkMetricsPort: number;
         metricsHost: string;
         logLevel: string;
       }
@@ -375,7 +385,7 @@ export function parseOperatorConfig(argv: string[]): OperatorConfig {
     gateway: gatewayConfigFrom(o),
     gatewaySweepSeconds: o.gatewaySweep,
     watchTimeoutSeconds: o.watchTimeout,
-    metrics: { port: o.metricsPort, host: o.metricsHost },
+    metrics: { port: o.metricsPort, host: o.metricsHost, sdkPort: o.sdkMetricsPort },
     logLevel: o.logLevel,
   };
 }

@@ -25,15 +25,22 @@ let ns: string;
 let operator: OperatorProcess;
 let client: Client;
 let metricsPort: number;
+let sdkMetricsPort: number;
 const taskQueue = `mmo-${randomUUID()}`;
 
 beforeAll(async () => {
   installCrds(stack);
   ns = k.createNamespace('lifecycle');
   metricsPort = await freePort();
+  sdkMetricsPort = await freePort();
   operator = startOperatorProcess(
     stack,
-    { MMO_NAMESPACES: ns, MMO_TASK_QUEUE: taskQueue, MMO_METRICS_PORT: String(metricsPort) },
+    {
+      MMO_NAMESPACES: ns,
+      MMO_TASK_QUEUE: taskQueue,
+      MMO_METRICS_PORT: String(metricsPort),
+      MMO_SDK_METRICS_PORT: String(sdkMetricsPort),
+    },
     'lifecycle',
   );
   client = await temporalClient(stack);
@@ -248,10 +255,117 @@ describe('operator lifecycle against the real apiserver', () => {
     expect(bad.stderr).not.toMatch(/\n\s+at /);
   });
 
-  it('exposes Prometheus metrics of the informer and signaler', async () => {
+  it('mmctl tells status, history, list and the Web UI link, in words and as JSON, with exit codes', async () => {
+    const env = { ...process.env, TEMPORAL_ADDRESS: stack.temporalAddress, MMO_TASK_QUEUE: taskQueue };
+    const run = (...args: string[]) => spawnSync(process.execPath, [mmctl, ...args], { env, encoding: 'utf8' });
+    const ok = (...args: string[]) => {
+      const r = run(...args);
+      expect(r.stderr).toBe('');
+      expect(r.status).toBe(0);
+      return r.stdout;
+    };
+    k.apply(machineModel(ns, 'story'));
+    await readyModel('story');
+    k.apply(machineModel(ns, 'story', { image: 'registry.example.com/models/classifier:v2' }));
+    await eventually('v2 Ready', () => {
+      const mm = k.get('machinemodel', ns, 'story');
+      return mm?.status?.observedGeneration === 2 && mm.status.phase === 'Ready' ? mm : undefined;
+    });
+
+    const history = ok('history', `${ns}/story`, '--rounds', '20');
+    expect(history).toMatch(new RegExp(`^${ns}/story: the last \\d+ rounds, oldest first\n`));
+    expect(history).toMatch(
+      /trigger +workflow started, MachineModel added \(generation 1\)\n +changed +Deployment created, Service created/,
+    );
+    expect(history).toMatch(
+      /trigger +MachineModel updated \(generation 2\)\n +changed +Deployment updated\n +phase +Ready → Deploying/,
+    );
+    expect(history).toMatch(/phase +Deploying → Ready/);
+    const rounds = JSON.parse(ok('history', `${ns}/story`, '--rounds', '2', '-o', 'json'));
+    expect(rounds).toHaveLength(2);
+    expect(rounds[1]).toMatchObject({ phaseAfter: 'Ready', errors: [] });
+
+    const status = ok('status', `${ns}/story`);
+    expect(status).toMatch(new RegExp(`^${ns}/story: phase Ready, workflow Running\n`));
+    expect(status).toContain('condition  Ready=True ModelReady');
+    expect(status).toMatch(/pending +nothing\n +last round:\n/);
+    const statusJson = JSON.parse(ok('status', `${ns}/story`, '--output', 'json'));
+    expect(statusJson).toMatchObject({ model: `${ns}/story`, phase: 'Ready', workflowStatus: 'Running', pending: [] });
+
+    const listed = JSON.parse(ok('list', '-n', ns, '-o', 'json'));
+    expect(listed).toContainEqual(expect.objectContaining({ model: `${ns}/story`, workflowStatus: 'Running' }));
+    expect(listed.every((m: { model: string }) => m.model.startsWith(`${ns}/`))).toBe(true);
+    expect(ok('list', '-n', ns)).toMatch(
+      new RegExp(`^MODEL +PHASE +WORKFLOW +STARTED\n(.*\n)*${ns}/story +Ready +Running +`),
+    );
+
+    expect(ok('ui', `${ns}/story`, '--ui-url', 'http://ui.example:8233/')).toBe(
+      `http://ui.example:8233/namespaces/default/workflows/${encodeURIComponent(`machinemodel/${ns}/story`)}/${statusJson.runId}/history\n`,
+    );
+
+    const oneLine = (r: ReturnType<typeof run>, code: number, text: string) => {
+      expect(r.status).toBe(code);
+      expect(r.stderr).toContain(text);
+      expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    };
+    oneLine(run('status', `${ns}/nobody`), 3, `mmctl: no workflow for ${ns}/nobody`);
+    oneLine(run('history', `${ns}/nobody`), 3, `mmctl: no workflow for ${ns}/nobody`);
+    oneLine(run('status', 'no-slash'), 2, 'expected <namespace>/<name>');
+    oneLine(run('list', '-o', 'yaml'), 2, "'yaml' is invalid");
+    const nobodyListens = `127.0.0.1:${await freePort()}`;
+    oneLine(
+      run('status', `${ns}/story`, '--temporal-address', nobodyListens),
+      4,
+      `cannot reach Temporal at ${nobodyListens}`,
+    );
+  });
+
+  it('exposes Prometheus metrics of the informer, signaler, rounds, activities and the Temporal worker', async () => {
     expect(await operatorMetric(metricsPort, 'machinemodel_operator_signals_sent_total')).toBeGreaterThan(0);
     expect(await operatorMetric(metricsPort, 'machinemodel_operator_signals_pending')).toBe(0);
     expect(await operatorMetric(metricsPort, 'machinemodel_operator_watch_events_total')).toBeGreaterThan(0);
+
+    const ready = 'machinemodel_operator_reconcile_rounds_total{result="ready"}';
+    const readyDurations = 'machinemodel_operator_reconcile_round_duration_seconds_count{result="ready"}';
+    const reads = 'machinemodel_operator_activity_attempts_total{activity="readModel",local="true",result="ok"}';
+    k.apply(machineModel(ns, 'counted'));
+    // A name someone else's Deployment holds: a Failed round, a terminal applyChildren.
+    k.kubectl('-n', ns, 'create', 'deployment', 'counted-taken', '--image=registry.example.com/other:1');
+    k.apply(machineModel(ns, 'counted-taken'));
+    await readyModel('counted');
+    await eventually('counted-taken Failed', () => (phaseOf('counted-taken') === 'Failed' ? true : undefined));
+    const before = { ready: await operatorMetric(metricsPort, ready), reads: await operatorMetric(metricsPort, reads) };
+    expect(before.ready).toBeGreaterThan(0);
+    expect(await operatorMetric(metricsPort, readyDurations)).toBeGreaterThan(0);
+    expect(
+      await operatorMetric(metricsPort, 'machinemodel_operator_reconcile_rounds_total{result="failed"}'),
+    ).toBeGreaterThan(0);
+    expect(
+      await operatorMetric(
+        metricsPort,
+        'machinemodel_operator_activity_attempts_total{activity="applyChildren",local="true",result="terminal"}',
+      ),
+    ).toBeGreaterThan(0);
+
+    // They move: one more round on request is one more Ready round and one more read.
+    const env = { ...process.env, TEMPORAL_ADDRESS: stack.temporalAddress, MMO_TASK_QUEUE: taskQueue };
+    execFileSync(process.execPath, [mmctl, 'resync', `${ns}/counted`, '--wait'], { env });
+    await eventually('the counters after a resync', async () =>
+      (await operatorMetric(metricsPort, ready)) > before.ready &&
+      (await operatorMetric(metricsPort, reads)) > before.reads
+        ? true
+        : undefined,
+    );
+
+    const sdk = await (await fetch(`http://127.0.0.1:${sdkMetricsPort}/metrics`)).text();
+    for (const name of [
+      'temporal_worker_task_slots_available',
+      'temporal_workflow_task_schedule_to_start_latency',
+      'temporal_sticky_cache_size',
+    ]) {
+      expect(sdk).toMatch(new RegExp(`^${name}\\S* `, 'm'));
+    }
+    expect(sdk).toContain(`task_queue="${taskQueue}"`);
   });
 
   it('never touches a Deployment someone else owns, and says so', async () => {

@@ -66,9 +66,15 @@ export async function temporalClient(stack: StackInfo): Promise<Client> {
 }
 
 /** One sample of the operator's Prometheus metrics (served with MMO_METRICS_PORT); NaN when absent. */
-export async function operatorMetric(port: number, name: string): Promise<number> {
+export async function operatorMetric(port: number, series: string): Promise<number> {
   const body = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  return Number(new RegExp(`^${name} (\\d+)`, 'm').exec(body)?.[1] ?? NaN);
+  return seriesValue(body, series);
+}
+
+/** The value of one series (`name` or `name{label="value",...}` as exposed) in a Prometheus text body; NaN if absent. */
+export function seriesValue(body: string, series: string): number {
+  const escaped = series.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  return Number(new RegExp(`^${escaped} ([-+.\\deE]+|NaN)$`, 'm').exec(body)?.[1] ?? NaN);
 }
 
 /** One answer of the operator's health endpoints (served with MMO_METRICS_PORT). */

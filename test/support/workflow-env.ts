@@ -4,7 +4,9 @@ import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { bundleWorkflowCode, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { Registry } from 'prom-client';
 import { afterAll, beforeAll, inject } from 'vitest';
+import { ReconcileMetrics } from '../../src/plumbing/reconcile-metrics.js';
 import type { FakeCluster } from './fake-cluster.js';
 import { registerSearchAttributes } from './temporal.js';
 
@@ -49,6 +51,8 @@ async function workflowTestEnv(): Promise<WorkflowTestEnv & { teardown(): Promis
         taskQueue,
         workflowBundle,
         activities: cluster.activities(),
+        // The workflow reports its rounds to this sink, as to the operator's.
+        sinks: new ReconcileMetrics(new Registry()).sinks(),
       });
       await worker.runUntil(fn(taskQueue));
     },

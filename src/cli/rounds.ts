@@ -1,0 +1,229 @@
+// The reconcile rounds of one workflow run, read back from its event history: what woke each round,
+// what it changed, what it saw and how long it took. Pure: events in, rounds out (no client here).
+import { defaultPayloadConverter } from '@temporalio/common';
+import type { temporal } from '@temporalio/proto';
+import type { Phase } from '../core/api.js';
+
+export type HistoryEvent = temporal.api.history.v1.IHistoryEvent;
+type Payload = temporal.api.common.v1.IPayload;
+type Time = { seconds?: unknown; nanos?: number | null } | null | undefined;
+
+export interface RoundRecord {
+  runId: string;
+  /** ISO time the round's first step was scheduled. */
+  startedAt: string;
+  /** From the first step's scheduling to the last step's result. */
+  durationMs: number;
+  /** What woke the round: signals, the update, a timer, the start of the run. */
+  triggers: string[];
+  /** What the round wrote, in the activities' words ("Deployment updated", "finalizer removed"). */
+  changes: string[];
+  phaseBefore?: Phase;
+  phaseAfter?: Phase;
+  /** The rollout as the round saw it, e.g. "1 of 2 ready". */
+  readiness?: string;
+  /** Failed attempts and terminal failures, one line each. */
+  errors: string[];
+  /** The round found the MachineModel gone: the run ends. */
+  gone?: boolean;
+  /** Each step: its Web UI summary (or activity type), with the attempts it took when more than one. */
+  steps: string[];
+}
+
+const millisOf = (t: Time): number => (t ? Number(t.seconds ?? 0) * 1000 + (t.nanos ?? 0) / 1e6 : 0);
+
+function decoded<T>(p: Payload | null | undefined): T | undefined {
+  try {
+    return p ? (defaultPayloadConverter.fromPayload(p as never) as T) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The SDK's local-activity marker data (sdk-core external_data.proto LocalActivityMarkerData). */
+interface MarkerData {
+  activity_type?: string;
+  attempt?: number;
+  original_schedule_time?: Time;
+}
+
+interface Hint {
+  source?: string;
+  event?: string;
+  resourceVersion?: string;
+  generation?: number;
+}
+
+const timerSummariesInsideARound = ['wait for the gateway to come back', 'rate limit'];
+const dedupe = (items: string[]): string[] => {
+  const counts = new Map<string, number>();
+  for (const i of items) counts.set(i, (counts.get(i) ?? 0) + 1);
+  return [...counts].map(([item, n]) => (n > 1 ? `${item} ×${n}` : item));
+};
+
+function signalTrigger(name: string | null | undefined, arg: unknown): string {
+  if (name === 'reconcile') {
+    const h = (arg ?? {}) as Hint;
+    const generation = h.source === 'MachineModel' && h.generation ? ` (generation ${h.generation})` : '';
+    return `${h.source ?? 'object'} ${h.event ?? 'changed'}${generation}`;
+  }
+  if (name === 'resync') {
+    const by = (arg as { requestedBy?: string } | undefined)?.requestedBy;
+    return by ? `resync by ${by}` : 'resync';
+  }
+  if (name === 'deleted') return 'MachineModel deleted';
+  return `signal ${name ?? '?'}`;
+}
+
+function readinessLine(r: unknown): string | undefined {
+  const x = r as { found?: boolean; desiredReplicas?: number; readyReplicas?: number } | undefined;
+  if (!x || typeof x !== 'object' || x.found === undefined) return undefined;
+  if (!x.found) return 'no Deployment';
+  return `${x.readyReplicas ?? 0} of ${x.desiredReplicas ?? 0} ready`;
+}
+
+function failureLine(f: temporal.api.failure.v1.IFailure | null | undefined): string {
+  let cause = f;
+  while (cause?.cause) cause = cause.cause;
+  return cause?.message || f?.message || 'failed';
+}
+
+/**
+ * Splits one run's history into rounds. A round begins with its `readModel` step and holds every step
+ * until the next one; `phaseBefore` is the phase the run started with (carried across continue-as-new).
+ */
+export function roundsOf(runId: string, events: HistoryEvent[]): RoundRecord[] {
+  const rounds: RoundRecord[] = [];
+  let current: RoundRecord | undefined;
+  let phase: Phase | undefined;
+  let wakes: string[] = [];
+  let ignoresEchoes = false;
+  let written = new Set<string>();
+  const timers = new Map<string, string | undefined>();
+  const scheduled = new Map<string, { type: string; summary?: string; at: number }>();
+  // A regular activity's retries are no events of their own: its started event holds the last attempt.
+  const attempts = new Map<string, number>();
+
+  /** Every round begins by reading the object; a step before any such read (none today) opens one too. */
+  const beginStep = (type: string, at: number) => {
+    if (type !== 'readModel' && current) return;
+    current = {
+      runId,
+      startedAt: new Date(at).toISOString(),
+      durationMs: 0,
+      triggers: dedupe(wakes),
+      changes: [],
+      phaseBefore: phase,
+      errors: [],
+      steps: [],
+    };
+    rounds.push(current);
+    wakes = [];
+    written = new Set();
+  };
+  const endStep = (
+    local: boolean,
+    type: string,
+    summary: string | undefined,
+    startedAt: number,
+    endedAt: number,
+    attempts: number,
+    result: unknown,
+    failure?: string,
+  ) => {
+    // A regular activity's round began when it was scheduled.
+    if (local || !current) beginStep(type, startedAt);
+    const round = current!;
+    round.steps.push(`${summary ?? type}${attempts > 1 ? ` (${attempts} attempts)` : ''}`);
+    round.durationMs = Math.max(round.durationMs, Math.round(endedAt - Date.parse(round.startedAt)));
+    if (failure !== undefined) {
+      round.errors.push(`${type}: ${failure}`);
+      return;
+    }
+    noteResult(round, type, result);
+  };
+  const noteResult = (round: RoundRecord, type: string, result: unknown) => {
+    if (type === 'readModel' && result === null) round.gone = true;
+    const r = (result ?? {}) as Record<string, unknown>;
+    if (Array.isArray(r.changes)) round.changes.push(...(r.changes as string[]));
+    if (Array.isArray(r.written)) for (const w of r.written as string[]) written.add(w);
+    if (typeof r.written === 'string') written.add(r.written);
+    if (type === 'ensureFinalizer' && r.added) round.changes.push('finalizer added');
+    if (type === 'removeFinalizer' && r.removed) round.changes.push('finalizer removed');
+    if (type === 'unregisterRoute' && r.removed) round.changes.push('gateway route removed');
+    const readiness = readinessLine(
+      type === 'applyChildren' ? r.readiness : type === 'observeReadiness' ? r : undefined,
+    );
+    if (readiness) round.readiness = readiness;
+    if (type === 'writeStatus' && typeof r.phase === 'string') {
+      phase = r.phase as Phase;
+      round.phaseAfter = phase;
+      if (phase === 'Failed') {
+        const ready = (r.conditions as { type: string; reason: string; message: string }[] | undefined)?.find(
+          (c) => c.type === 'Ready',
+        );
+        // The failed step's own error says the same: add the reason only when nothing did.
+        if (ready && !round.errors.some((e) => e.endsWith(ready.message)))
+          round.errors.push(`${ready.reason}: ${ready.message}`);
+      }
+    }
+  };
+
+  for (const e of events) {
+    const at = millisOf(e.eventTime as Time);
+    const summary = decoded<string>(e.userMetadata?.summary);
+    if (e.workflowExecutionStartedEventAttributes) {
+      const a = e.workflowExecutionStartedEventAttributes;
+      const input = decoded<{ state?: { phase?: Phase } }>(a.input?.payloads?.[0]);
+      phase = input?.state?.phase;
+      wakes.push(a.continuedExecutionRunId ? 'continued as new' : 'workflow started');
+    } else if (e.markerRecordedEventAttributes) {
+      const m = e.markerRecordedEventAttributes;
+      if (m.markerName === 'core_patch') {
+        const id = decoded<{ id?: string }>(m.details?.['patch-data']?.payloads?.[0])?.id;
+        if (id === 'cheap-rounds') ignoresEchoes = true;
+      } else if (m.markerName === 'core_local_activity') {
+        const data = decoded<MarkerData>(m.details?.data?.payloads?.[0]);
+        const type = data?.activity_type ?? '?';
+        const startedAt = millisOf(data?.original_schedule_time) || at;
+        const result = decoded<unknown>(m.details?.result?.payloads?.[0]);
+        const failure = m.failure ? failureLine(m.failure) : undefined;
+        endStep(true, type, summary, startedAt, at, data?.attempt ?? 1, result, failure);
+      }
+    } else if (e.activityTaskScheduledEventAttributes) {
+      const type = e.activityTaskScheduledEventAttributes.activityType?.name ?? '?';
+      scheduled.set(String(e.eventId), { type, summary, at });
+      beginStep(type, at);
+    } else if (e.activityTaskStartedEventAttributes) {
+      attempts.set(String(e.eventId), e.activityTaskStartedEventAttributes.attempt ?? 1);
+    } else if (e.activityTaskCompletedEventAttributes) {
+      const a = e.activityTaskCompletedEventAttributes;
+      const s = scheduled.get(String(a.scheduledEventId));
+      const tries = attempts.get(String(a.startedEventId)) ?? 1;
+      if (s) endStep(false, s.type, s.summary, s.at, at, tries, decoded<unknown>(a.result?.payloads?.[0]));
+    } else if (e.activityTaskFailedEventAttributes || e.activityTaskTimedOutEventAttributes) {
+      const a = (e.activityTaskFailedEventAttributes ?? e.activityTaskTimedOutEventAttributes)!;
+      const s = scheduled.get(String(a.scheduledEventId));
+      const tries = attempts.get(String(a.startedEventId)) ?? 1;
+      if (s) endStep(false, s.type, s.summary, s.at, at, tries, undefined, failureLine(a.failure));
+    } else if (e.workflowExecutionSignaledEventAttributes) {
+      const a = e.workflowExecutionSignaledEventAttributes;
+      const arg = decoded<Hint>(a.input?.payloads?.[0]);
+      const echo = `${arg?.source}/${arg?.resourceVersion}`;
+      if (a.signalName === 'reconcile' && ignoresEchoes && written.delete(echo)) continue;
+      wakes.push(signalTrigger(a.signalName, arg));
+    } else if (e.workflowExecutionUpdateAcceptedEventAttributes) {
+      const req = e.workflowExecutionUpdateAcceptedEventAttributes.acceptedRequest?.input;
+      const by = decoded<{ requestedBy?: string }>(req?.args?.payloads?.[0])?.requestedBy;
+      wakes.push(`${req?.name ?? 'update'}${by ? ` by ${by}` : ''}`);
+    } else if (e.timerStartedEventAttributes) {
+      const a = e.timerStartedEventAttributes;
+      const seconds = millisOf(a.startToFireTimeout as Time) / 1000;
+      timers.set(a.timerId ?? '', summary ? `${summary} (${seconds} s)` : `timer ${seconds} s`);
+    } else if (e.timerFiredEventAttributes) {
+      const what = timers.get(e.timerFiredEventAttributes.timerId ?? '');
+      if (what && !timerSummariesInsideARound.some((s) => what.startsWith(s))) wakes.push(`timer: ${what}`);
+    }
+  }
+  return rounds;
+}

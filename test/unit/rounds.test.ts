@@ -1,0 +1,72 @@
+import { readFileSync } from 'node:fs';
+import { historyFromJSON } from '@temporalio/common/lib/proto-utils.js';
+import { describe, expect, it } from 'vitest';
+import { roundsOf, type HistoryEvent } from '../../src/cli/rounds.js';
+import { renderHistory } from '../../src/cli/render.js';
+
+const recorded = (file: string): HistoryEvent[] =>
+  historyFromJSON(JSON.parse(readFileSync(new URL(`../histories/${file}`, import.meta.url), 'utf8'))).events ?? [];
+
+describe('rounds read back from a recorded history', () => {
+  it('tells each round of local-activity steps: trigger, changes, phase, readiness; own echoes wake none', () => {
+    const rounds = roundsOf('r1', recorded('no-gateway-no-finalizer-update-delete.json'));
+    expect(rounds.map((r) => r.triggers)).toEqual([
+      ['workflow started', 'MachineModel added (generation 1)'],
+      ['Deployment updated'],
+      ['MachineModel updated (generation 2)'],
+      ['Deployment updated'],
+      ['MachineModel deleted'],
+    ]);
+    expect(rounds[0]).toMatchObject({
+      runId: 'r1',
+      startedAt: '2026-11-23T12:10:44.074Z',
+      changes: ['Deployment created', 'Service created'],
+      phaseAfter: 'Deploying',
+      readiness: '0 of 2 ready',
+      errors: [],
+    });
+    expect(rounds[0]!.durationMs).toBeGreaterThan(0);
+    expect(rounds[1]).toMatchObject({ phaseBefore: 'Deploying', phaseAfter: 'Ready', readiness: '2 of 2 ready' });
+    expect(rounds[2]).toMatchObject({ changes: ['Deployment updated'], phaseBefore: 'Ready', phaseAfter: 'Deploying' });
+    expect(rounds[4]).toMatchObject({ gone: true, steps: ['read MachineModel hist/plain2'] });
+  });
+
+  it('counts a retried activity, its failure, and the finalizer and route removed', () => {
+    const rounds = roundsOf('r1', recorded('caddy-publish-outage-delete.json'));
+    expect(rounds[0]!.changes).toEqual([
+      'finalizer added',
+      'Deployment created',
+      'Service created',
+      'route /team/published published',
+    ]);
+    const deletion = rounds.at(-1)!;
+    expect(deletion.phaseAfter).toBe('Deleting');
+    expect(deletion.steps).toContain('remove gateway route (3 attempts)');
+    expect(deletion.errors).toEqual([
+      'unregisterRoute: Caddy admin API at http://127.0.0.1:2019 is unreachable: ECONNREFUSED',
+    ]);
+    expect(deletion.changes).toContain('finalizer removed');
+  });
+
+  it('says why a round failed once, from the failed step', () => {
+    const [first] = roundsOf('r1', recorded('deployment-not-owned.json'));
+    expect(first!.phaseAfter).toBe('Failed');
+    expect(first!.errors).toEqual([
+      'applyChildren: Deployment default/taken exists and is not owned by this MachineModel; ' +
+        'delete or rename it, or give the MachineModel another name',
+    ]);
+  });
+
+  it('names the drift check and mmctl as triggers', () => {
+    const triggers = roundsOf('r1', recorded('seed-example-upgraded-to-gateway.json')).flatMap((r) => r.triggers);
+    expect(triggers).toContain('timer: idle: wait for a change or the drift check (600 s)');
+    expect(triggers).toContain('reconcileNow by mmctl (unknown user)');
+  });
+
+  it('renders rounds for people', () => {
+    const rounds = roundsOf('r1', recorded('no-gateway-no-finalizer-update-delete.json')).slice(2, 3);
+    expect(renderHistory('hist/plain2', rounds)).toMatch(
+      /^hist\/plain2: the last round, oldest first\n {2}2026-11-23 12:10:59Z, took \d+ms\n {4}trigger +MachineModel updated \(generation 2\)\n {4}changed +Deployment updated\n {4}phase +Ready → Deploying\n {4}saw +2 of 2 ready$/,
+    );
+  });
+});
