@@ -2,7 +2,7 @@
 // mmctl: what a person uses to look at and nudge the models' workflows (README "mmctl").
 //   mmctl status <namespace>/<name>                 phase, conditions, pending work, the last round
 //   mmctl history <namespace>/<name> [--rounds N]   the last rounds: trigger, changes, what was seen, errors
-//   mmctl list [-n <namespace>]                     every model's phase and workflow status
+//   mmctl list [-n <namespace>] [--all]             every model's phase and workflow status
 //   mmctl ui <namespace>/<name>                     the model's workflow in the Temporal Web UI
 //   mmctl resync <namespace>/<name> [--wait]        look again now (with --wait: and print what happened)
 // Human output by default; --output json for scripts. Exit codes: src/cli/exit-codes.ts.
@@ -97,8 +97,9 @@ program
   .command('list')
   .description("every model's phase and workflow status")
   .option('-n, --namespace <namespace>', 'only models in this Kubernetes namespace')
-  .action(async (opts: { namespace?: string }, cmd: Command) => {
-    await withClient(cmd, async (client) => print(cmd, await listModels(client, opts.namespace), renderList));
+  .option('-A, --all', 'also the closed workflows of deleted models')
+  .action(async (opts: { namespace?: string; all?: boolean }, cmd: Command) => {
+    await withClient(cmd, async (client) => print(cmd, await listModels(client, opts), renderList));
   });
 
 program

@@ -115,9 +115,14 @@ export async function modelStatus(client: Client, key: ModelKey): Promise<ModelS
   };
 }
 
-/** Every model's workflow (its newest run), optionally in one Kubernetes namespace, sorted by model. */
-export async function listModels(client: Client, namespace?: string): Promise<ModelListing[]> {
+/**
+ * Every model's workflow (its newest run), optionally in one Kubernetes namespace, sorted by model.
+ * Only running ones unless `all`: a closed workflow's model is gone, and so is its phase.
+ */
+export async function listModels(client: Client, opts: { namespace?: string; all?: boolean }): Promise<ModelListing[]> {
+  const { namespace, all } = opts;
   const filters = [`WorkflowType = '${workflowType}'`];
+  if (!all) filters.push(`ExecutionStatus = 'Running'`);
   if (namespace) filters.push(`${namespaceAttribute.name} = '${namespace.replace(/'/g, '')}'`);
   const newest = new Map<string, ModelListing & { start: number }>();
   for await (const wf of client.workflow.list({ query: filters.join(' AND ') })) {
@@ -125,7 +130,7 @@ export async function listModels(client: Client, namespace?: string): Promise<Mo
     if ((newest.get(wf.workflowId)?.start ?? -1) >= start) continue;
     newest.set(wf.workflowId, {
       model: `${wf.typedSearchAttributes.get(namespaceAttribute)}/${wf.typedSearchAttributes.get(nameAttribute)}`,
-      phase: wf.typedSearchAttributes.get(phaseAttribute),
+      phase: wf.status.name === 'RUNNING' ? wf.typedSearchAttributes.get(phaseAttribute) : undefined,
       workflowStatus: statusWord(wf.status.name),
       workflowId: wf.workflowId,
       startedAt: wf.startTime.toISOString(),

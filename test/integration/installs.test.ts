@@ -93,12 +93,17 @@ describe.each(Object.entries(installs))('install %s', (name, dir) => {
     expect(out).toContain('poddisruptionbudget.policy/machinemodel-operator serverside-applied (server dry run)');
   });
 
-  it('sets only what the operator reads, and probes the port it serves /healthz and /readyz on', () => {
+  it('sets only what the operator reads, probes the port it serves /healthz and /readyz on, names the SDK metrics port', () => {
     const { config, env } = operatorConfigOf(container);
     expect(Object.keys(env).filter((n) => !operatorEnvironment().includes(n))).toEqual([]);
     const probePort = (probe: { httpGet: { port: string } }) =>
       container.ports.find((p: { name: string }) => p.name === probe.httpGet.port).containerPort;
-    expect(config.metrics).toEqual({ port: probePort(container.livenessProbe), host: '0.0.0.0' });
+    const portNamed = (name: string) => container.ports.find((p: { name: string }) => p.name === name).containerPort;
+    expect(config.metrics).toEqual({
+      port: probePort(container.livenessProbe),
+      host: '0.0.0.0',
+      sdkPort: portNamed('sdk-metrics'),
+    });
     expect(container.livenessProbe.httpGet.path).toBe('/healthz');
     expect(container.readinessProbe.httpGet.path).toBe('/readyz');
     expect(probePort(container.readinessProbe)).toBe(config.metrics.port);

@@ -295,6 +295,12 @@ describe('operator lifecycle against the real apiserver', () => {
     const listed = JSON.parse(ok('list', '-n', ns, '-o', 'json'));
     expect(listed).toContainEqual(expect.objectContaining({ model: `${ns}/story`, workflowStatus: 'Running' }));
     expect(listed.every((m: { model: string }) => m.model.startsWith(`${ns}/`))).toBe(true);
+    // Closed workflows (deleted models, as in the deletion test above) only with --all, and without a phase.
+    expect(listed.every((m: { workflowStatus: string }) => m.workflowStatus === 'Running')).toBe(true);
+    const all = JSON.parse(ok('list', '-n', ns, '--all', '-o', 'json'));
+    const closed = all.filter((m: { workflowStatus: string }) => m.workflowStatus === 'Completed');
+    expect(closed.length).toBeGreaterThan(0);
+    expect(closed.every((m: { phase?: string }) => m.phase === undefined)).toBe(true);
     expect(ok('list', '-n', ns)).toMatch(
       new RegExp(`^MODEL +PHASE +WORKFLOW +STARTED\n(.*\n)*${ns}/story +Ready +Running +`),
     );
