@@ -27,7 +27,8 @@ export type Phase = 'Pending' | 'Deploying' | 'Ready' | 'Failed' | 'Deleting';
 export interface MachineModelSpec {
   image: string;
   modelPath: string;
-  resources: { cpu: string; memory: string; gpu?: number };
+  /** Quantities as in a Pod: a string ("500m", "4Gi") or a whole number. */
+  resources: { cpu: string | number; memory: string | number; gpu?: number };
   minReplicas?: number;
   maxReplicas?: number;
   endpointType?: EndpointType;
@@ -50,6 +51,8 @@ export interface MachineModelStatus {
   /** Where the gateway publishes the model, once GatewayRegistered. */
   gatewayURL?: string;
   replicas?: number;
+  /** Ready replicas of the desired, "2/2": kubectl's READY column. */
+  ready?: string;
   selector?: string;
   observedGeneration?: number;
   conditions?: Condition[];

@@ -8,6 +8,7 @@ import {
   type MachineModelSpec,
   type ModelRef,
 } from './api.js';
+import { parseQuantity } from './validation.js';
 
 export interface BuildOptions {
   /** Extended resource name for GPUs (e.g. nvidia.com/gpu, amd.com/gpu). */
@@ -37,13 +38,17 @@ const endpoints: Record<EndpointType, Endpoint> = {
 };
 
 /** Spec with the CRD's defaults filled in, for objects that predate them. */
-export function withDefaults(
-  spec: MachineModelSpec,
-): Required<Omit<MachineModelSpec, 'resources' | 'gateway'>> & { resources: Required<MachineModelSpec['resources']> } {
+export function withDefaults(spec: MachineModelSpec): Required<Omit<MachineModelSpec, 'resources' | 'gateway'>> & {
+  resources: { cpu: string; memory: string; gpu: number };
+} {
   return {
     image: spec.image,
     modelPath: spec.modelPath,
-    resources: { cpu: spec.resources.cpu, memory: spec.resources.memory, gpu: spec.resources.gpu ?? 0 },
+    resources: {
+      cpu: String(spec.resources.cpu),
+      memory: String(spec.resources.memory),
+      gpu: spec.resources.gpu ?? 0,
+    },
     minReplicas: spec.minReplicas ?? 1,
     maxReplicas: spec.maxReplicas ?? 1,
     endpointType: spec.endpointType ?? 'REST',
@@ -175,12 +180,21 @@ export function buildAutoscaler(ref: ModelRef, spec: MachineModelSpec, opts: Bui
 export type ChildObject =
   ReturnType<typeof buildDeployment> | ReturnType<typeof buildService> | ReturnType<typeof buildAutoscaler>;
 
+/** Equal strings, or two resource quantities of the same value: the apiserver writes "0.5" back as "500m". */
+function sameLeaf(desired: unknown, live: unknown): boolean {
+  if (desired === live) return true;
+  if (typeof desired !== 'string' || typeof live !== 'string') return false;
+  const a = parseQuantity(desired);
+  const b = parseQuantity(live);
+  return a !== undefined && b !== undefined && Math.abs(a - b) <= Math.abs(a) * 1e-12;
+}
+
 /**
  * True when every field of `desired` already has the same value in `live` (the server adds
  * defaults, so live is a superset). Used to skip writes when nothing differs.
  */
 export function isSubset(desired: unknown, live: unknown): boolean {
-  if (desired === null || typeof desired !== 'object') return desired === live;
+  if (desired === null || typeof desired !== 'object') return sameLeaf(desired, live);
   if (live === null || typeof live !== 'object') return false;
   if (Array.isArray(desired)) {
     return Array.isArray(live) && desired.length === live.length && desired.every((d, i) => isSubset(d, live[i]));

@@ -169,6 +169,7 @@ export function computeStatus(prev: MachineModelStatus | undefined, input: Statu
   const status: MachineModelStatus = {
     phase: phaseOf(input.verdict, input.readiness),
     replicas: input.readiness?.readyReplicas ?? 0,
+    ...(input.readiness?.found ? { ready: `${input.readiness.readyReplicas}/${input.readiness.desiredReplicas}` } : {}),
     observedGeneration: input.generation,
     conditions,
   };
@@ -200,6 +201,7 @@ function normalize(s: MachineModelStatus): MachineModelStatus {
     inferenceURL: s.inferenceURL,
     gatewayURL: s.gatewayURL,
     replicas: s.replicas,
+    ready: s.ready,
     selector: s.selector,
     observedGeneration: s.observedGeneration,
     conditions,

@@ -94,7 +94,13 @@ export function validateSpec(spec: Partial<MachineModelSpec> | undefined): strin
     errors.push('spec.resources is required');
   } else {
     for (const key of ['cpu', 'memory'] as const) {
-      const value = r[key];
+      const given = r[key];
+      if (typeof given === 'number' && !Number.isInteger(given)) {
+        errors.push(`spec.resources.${key} must be a whole number or a quantity string such as "0.5", got ${given}`);
+        continue;
+      }
+      // A whole number is a quantity, as in a Pod.
+      const value = typeof given === 'number' ? String(given) : given;
       if (typeof value !== 'string' || value === '') {
         errors.push(`spec.resources.${key} is required`);
         continue;

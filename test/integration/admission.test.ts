@@ -38,6 +38,16 @@ describe('admission of MachineModels by the CRD', () => {
     const mm = k.get('machinemodel', ns, 'defaults');
     expect(mm.spec).toMatchObject({ minReplicas: 1, maxReplicas: 1, endpointType: 'REST' });
     const header = k.kubectl('-n', ns, 'get', 'mm').split('\n')[0];
-    expect(header).toMatch(/NAME\s+PHASE\s+READY\s+REPLICAS\s+URL\s+AGE/);
+    expect(header).toMatch(/NAME\s+PHASE\s+READY\s+URL\s+AGE/);
+  });
+
+  it('takes whole-number quantities as a Pod does', () => {
+    k.apply({
+      apiVersion: 'stable.example.com/v1',
+      kind: 'MachineModel',
+      metadata: { name: 'numbers', namespace: ns },
+      spec: { image: 'registry.example.com/m:1', modelPath: '/m', resources: { cpu: 2, memory: 1073741824 } },
+    });
+    expect(k.get('machinemodel', ns, 'numbers').spec.resources).toEqual({ cpu: 2, memory: 1073741824 });
   });
 });

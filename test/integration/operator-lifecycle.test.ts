@@ -64,6 +64,8 @@ describe('operator lifecycle against the real apiserver', () => {
     k.apply({ ...seedExample, metadata: { ...seedExample.metadata, namespace: ns } });
     const name = seedExample.metadata.name;
     const mm = await readyModel(name);
+    expect(mm.status.ready).toBe('2/2');
+    expect(k.kubectl('-n', ns, 'get', 'mm', name)).toMatch(new RegExp(`\\n${name}\\s+Ready\\s+2/2\\s+http://`));
     // No gateway here: nothing outside the namespace to clean up, so no finalizer holds a deletion.
     expect(mm.metadata.finalizers ?? []).not.toContain(finalizerName);
     expect(mm.status.inferenceURL).toBe(`http://${name}.${ns}.svc.cluster.local:80`);
@@ -168,8 +170,8 @@ describe('operator lifecycle against the real apiserver', () => {
     expect(ready).toMatchObject({ status: 'False', reason: 'Unschedulable' });
     expect(ready?.message).toContain('Insufficient nvidia.com/gpu');
     const wide = k.kubectl('-n', ns, 'get', 'mm', 'greedy', '-o', 'wide').split('\n');
-    expect(wide[0]).toMatch(/PHASE\s+READY\s+REPLICAS\s+URL\s+REASON\s+GATEWAY\s+AGE/);
-    expect(wide[1]).toMatch(/Pending\s+False\s+0\s+\S+\s+Unschedulable/);
+    expect(wide[0]).toMatch(/PHASE\s+READY\s+URL\s+REASON\s+GATEWAY\s+AGE/);
+    expect(wide[1]).toMatch(/Pending\s+0\/1\s+\S+\s+Unschedulable/);
     await eventually('an Unschedulable Event', () =>
       k
         .list('events', ns)
@@ -226,6 +228,17 @@ describe('operator lifecycle against the real apiserver', () => {
     const outcome = await handle.executeUpdate('reconcileNow', { args: [{ requestedBy: 'test' }] });
     expect(outcome).toMatchObject({ phase: 'Ready', finished: false });
     expect((outcome as { round: number }).round).toBeGreaterThan(before);
+  });
+
+  it('serves quantities given as whole numbers or in a form the apiserver rewrites, without rewriting them each round', async () => {
+    k.apply(machineModel(ns, 'numbers', { resources: { cpu: 2, memory: '0.5Gi' } }));
+    await readyModel('numbers');
+    const deployment = k.get('deployment', ns, 'numbers');
+    expect(deployment.spec.template.spec.containers[0].resources.limits).toEqual({ cpu: '2', memory: '512Mi' });
+    const env = { ...process.env, TEMPORAL_ADDRESS: stack.temporalAddress, MMO_TASK_QUEUE: taskQueue };
+    const out = execFileSync(process.execPath, [mmctl, 'resync', `${ns}/numbers`, '--wait'], { env, encoding: 'utf8' });
+    expect(out).toContain('changes: none');
+    expect(k.get('deployment', ns, 'numbers').metadata.resourceVersion).toBe(deployment.metadata.resourceVersion);
   });
 
   it('resyncs on the resync annotation and through mmctl', async () => {

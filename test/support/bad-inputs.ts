@@ -9,6 +9,8 @@ export const badInputs: { title: string; name?: string; spec: Record<string, unk
   { title: 'missing image', spec: { ...valid, image: undefined }, expect: /image/ },
   { title: 'empty modelPath', spec: { ...valid, modelPath: '' }, expect: /modelPath/ },
   { title: 'cpu: "lots"', spec: { ...valid, resources: { cpu: 'lots', memory: '1Gi' } }, expect: /cpu/ },
+  { title: 'cpu: 0', spec: { ...valid, resources: { cpu: 0, memory: '1Gi' } }, expect: /cpu/ },
+  { title: 'memory: 1.5', spec: { ...valid, resources: { cpu: '1', memory: 1.5 } }, expect: /memory/ },
   { title: 'memory: -1Gi', spec: { ...valid, resources: { cpu: '1', memory: '-1Gi' } }, expect: /memory/ },
   { title: 'gpu: -1', spec: { ...valid, resources: { cpu: '1', memory: '1Gi', gpu: -1 } }, expect: /gpu/ },
   { title: 'minReplicas: 0', spec: { ...valid, minReplicas: 0 }, expect: /minReplicas/ },

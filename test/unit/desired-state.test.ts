@@ -47,6 +47,19 @@ describe('desired state of the seed example', () => {
     expect(c.readinessProbe).toMatchObject({ httpGet: { path: '/healthz', port: 'http' } });
   });
 
+  it('writes whole-number quantities as the strings a Pod carries', () => {
+    const d = buildDeployment(ref, { ...spec, resources: { cpu: 2, memory: 1073741824 } }, defaultBuildOptions);
+    expect(d.spec.template.spec.containers[0]!.resources.limits).toEqual({ cpu: '2', memory: '1073741824' });
+  });
+
+  it('takes a quantity the apiserver wrote in its canonical form for the one asked for', () => {
+    const resources = (cpu: string, memory: string) => ({ resources: { limits: { cpu, memory } } });
+    expect(isSubset(resources('0.5', '1024Mi'), resources('500m', '1Gi'))).toBe(true);
+    expect(isSubset(resources('2000', '1e3'), resources('2k', '1k'))).toBe(true);
+    expect(isSubset(resources('0.5', '1Gi'), resources('501m', '1Gi'))).toBe(false);
+    expect(isSubset({ image: 'x:1' }, { image: 'x:1.0' })).toBe(false);
+  });
+
   it('uses the configured GPU resource name and leaves GPUs out when none are asked for', () => {
     const amd = buildDeployment(ref, spec, { ...defaultBuildOptions, gpuResourceName: 'amd.com/gpu' });
     expect(amd.spec.template.spec.containers[0]!.resources.limits).toHaveProperty('amd.com/gpu', '1');

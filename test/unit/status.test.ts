@@ -22,7 +22,13 @@ describe('computeStatus', () => {
       inferenceURL: 'http://m',
       now: 't1',
     });
-    expect(s).toMatchObject({ phase: 'Ready', replicas: 2, observedGeneration: 3, inferenceURL: 'http://m' });
+    expect(s).toMatchObject({
+      phase: 'Ready',
+      replicas: 2,
+      ready: '2/2',
+      observedGeneration: 3,
+      inferenceURL: 'http://m',
+    });
     expect(s.conditions?.find((c) => c.type === 'Ready')).toMatchObject({
       status: 'True',
       reason: 'ModelReady',

@@ -25,6 +25,14 @@ describe('validateSpec', () => {
     expect(errors.join('; ')).toMatch(words);
   });
 
+  it('takes whole numbers as quantities, as a Pod does, and refuses fractions and zero', () => {
+    const resources = (cpu: unknown, memory: unknown) =>
+      validateSpec({ image: 'nginx', modelPath: '/m', resources: { cpu, memory } } as Partial<MachineModelSpec>);
+    expect(resources(2, 1073741824)).toEqual([]);
+    expect(resources(1.5, '1Gi').join()).toMatch(/spec.resources.cpu must be a whole number or a quantity string/);
+    expect(resources(0, '1Gi').join()).toMatch(/spec.resources.cpu must be greater than zero/);
+  });
+
   it('parses resource quantities', () => {
     expect(parseQuantity('500m')).toBeCloseTo(0.5);
     expect(parseQuantity('1Gi')).toBe(2 ** 30);
