@@ -28,7 +28,13 @@ export function writeStatusActivity({ kube }: ActivityDeps) {
       if (!statusDiffers(obj.status, next))
         return { phase: next.phase, conditions: next.conditions ?? [], changed: false };
       // Merge patch: keys we no longer report are removed with explicit nulls.
-      const body = { inferenceURL: null, gatewayURL: null, selector: null, ready: null, ...next } as unknown as MachineModelStatus;
+      const body = {
+        inferenceURL: null,
+        gatewayURL: null,
+        selector: null,
+        ready: null,
+        ...next,
+      } as unknown as MachineModelStatus;
       await kube.patchModelStatus(ref.namespace, ref.name, body);
       if (next.phase !== obj.status?.phase) await recordPhaseEvent(ref, next, kube);
       return { phase: next.phase, conditions: next.conditions ?? [], changed: true };
