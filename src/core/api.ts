@@ -31,6 +31,11 @@ export interface MachineModelSpec {
   resources: { cpu: string | number; memory: string | number; gpu?: number };
   minReplicas?: number;
   maxReplicas?: number;
+  /**
+   * A fixed size, what `kubectl scale` sets: exactly this many replicas and no autoscaler. The bounds
+   * stay as written and apply again once it is removed.
+   */
+  replicas?: number;
   endpointType?: EndpointType;
   /** Publication on the API gateway; on by default when the operator has a gateway configured. */
   gateway?: { enabled?: boolean; pathPrefix?: string; hostnames?: string[] };

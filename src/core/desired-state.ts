@@ -38,8 +38,11 @@ const endpoints: Record<EndpointType, Endpoint> = {
 };
 
 /** Spec with the CRD's defaults filled in, for objects that predate them. */
-export function withDefaults(spec: MachineModelSpec): Required<Omit<MachineModelSpec, 'resources' | 'gateway'>> & {
+export function withDefaults(spec: MachineModelSpec): Required<
+  Omit<MachineModelSpec, 'resources' | 'gateway' | 'replicas'>
+> & {
   resources: { cpu: string; memory: string; gpu: number };
+  replicas?: number;
 } {
   return {
     image: spec.image,
@@ -51,13 +54,14 @@ export function withDefaults(spec: MachineModelSpec): Required<Omit<MachineModel
     },
     minReplicas: spec.minReplicas ?? 1,
     maxReplicas: spec.maxReplicas ?? 1,
+    replicas: spec.replicas,
     endpointType: spec.endpointType ?? 'REST',
   };
 }
 
 export function wantsAutoscaler(spec: MachineModelSpec): boolean {
   const s = withDefaults(spec);
-  return s.maxReplicas > s.minReplicas;
+  return s.replicas === undefined && s.maxReplicas > s.minReplicas;
 }
 
 export function selectorLabels(name: string): Record<string, string> {
@@ -94,15 +98,18 @@ function metadata(ref: ModelRef) {
 }
 
 /**
- * The Deployment. Without an autoscaler the operator owns `replicas` (= minReplicas). With one it
- * keeps whatever the autoscaler chose (`liveReplicas`), clamped to the bounds, so the two never fight.
+ * The Deployment. A fixed size (`spec.replicas`) is what it says. Without an autoscaler the operator
+ * owns `replicas` (= minReplicas). With one it keeps whatever the autoscaler chose (`liveReplicas`),
+ * clamped to the bounds, so the two never fight.
  */
 export function buildDeployment(ref: ModelRef, spec: MachineModelSpec, opts: BuildOptions, liveReplicas?: number) {
   const s = withDefaults(spec);
   const e = endpoints[s.endpointType];
-  const replicas = wantsAutoscaler(spec)
-    ? Math.min(Math.max(liveReplicas ?? s.minReplicas, s.minReplicas), s.maxReplicas)
-    : s.minReplicas;
+  const replicas =
+    s.replicas ??
+    (wantsAutoscaler(spec)
+      ? Math.min(Math.max(liveReplicas ?? s.minReplicas, s.minReplicas), s.maxReplicas)
+      : s.minReplicas);
   const gpu = s.resources.gpu > 0 ? { [opts.gpuResourceName]: String(s.resources.gpu) } : {};
   const probe =
     s.endpointType === 'REST'

@@ -119,6 +119,8 @@ export function validateSpec(spec: Partial<MachineModelSpec> | undefined): strin
   const max = spec.maxReplicas ?? 1;
   if (!Number.isInteger(min) || min < 1) errors.push(`spec.minReplicas must be a whole number >= 1, got ${min}`);
   if (!Number.isInteger(max) || max < 1) errors.push(`spec.maxReplicas must be a whole number >= 1, got ${max}`);
+  if (spec.replicas !== undefined && (!Number.isInteger(spec.replicas) || spec.replicas < 1))
+    errors.push(`spec.replicas must be a whole number >= 1, got ${spec.replicas}`);
   if (min > max) errors.push(`spec.minReplicas (${min}) must not exceed spec.maxReplicas (${max})`);
   if (spec.endpointType !== undefined && spec.endpointType !== 'REST' && spec.endpointType !== 'gRPC') {
     errors.push(`spec.endpointType must be REST or gRPC, got "${String(spec.endpointType)}"`);

@@ -142,6 +142,43 @@ describe('operator lifecycle against the real apiserver', () => {
     );
   });
 
+  it('kubectl scale fixes the size (spec.replicas) over the autoscaler; removing it brings the autoscaler back', async () => {
+    k.apply(machineModel(ns, 'scaled', { minReplicas: 1, maxReplicas: 4 }));
+    await readyModel('scaled');
+    await eventually('its HPA', () => k.get('horizontalpodautoscaler', ns, 'scaled'));
+
+    expect(k.kubectl('-n', ns, 'scale', 'mm', 'scaled', '--replicas=3')).toContain('scaled');
+    const mm = await eventually('3/3 Ready', () => {
+      const m = k.get('machinemodel', ns, 'scaled');
+      return m.status?.phase === 'Ready' && m.status.ready === '3/3' ? m : undefined;
+    });
+    expect(mm.spec).toMatchObject({ replicas: 3, minReplicas: 1, maxReplicas: 4 });
+    expect(k.get('deployment', ns, 'scaled').spec.replicas).toBe(3);
+    await eventually('no HPA while the size is fixed', () =>
+      k.get('horizontalpodautoscaler', ns, 'scaled') === undefined ? true : undefined,
+    );
+    expect(k.kubectl('-n', ns, 'get', 'mm', 'scaled')).toMatch(/\nscaled\s+Ready\s+3\/3\s/);
+    const scale = JSON.parse(
+      k.kubectl('get', '--raw', `/apis/stable.example.com/v1/namespaces/${ns}/machinemodels/scaled/scale`),
+    );
+    expect(scale.spec.replicas).toBe(3);
+    expect(scale.status).toMatchObject({ replicas: 3, selector: mm.status.selector });
+
+    let refused = '';
+    try {
+      k.kubectl('-n', ns, 'scale', 'mm', 'scaled', '--replicas=0');
+    } catch (err) {
+      refused = String((err as { stderr?: string }).stderr);
+    }
+    expect(refused).toMatch(/spec.replicas.*greater than or equal to 1/);
+
+    k.kubectl('-n', ns, 'patch', 'mm', 'scaled', '--type=json', '-p', '[{"op":"remove","path":"/spec/replicas"}]');
+    const hpa = await eventually<any>('the HPA back with the bounds', () =>
+      k.get('horizontalpodautoscaler', ns, 'scaled'),
+    );
+    expect(hpa.spec).toMatchObject({ minReplicas: 1, maxReplicas: 4 });
+  });
+
   it('restores drift: kubectl scale to 0 and kubectl delete deployment', async () => {
     k.apply(machineModel(ns, 'drift', { minReplicas: 2, maxReplicas: 2 }));
     await readyModel('drift');

@@ -14,6 +14,7 @@ export const badInputs: { title: string; name?: string; spec: Record<string, unk
   { title: 'memory: -1Gi', spec: { ...valid, resources: { cpu: '1', memory: '-1Gi' } }, expect: /memory/ },
   { title: 'gpu: -1', spec: { ...valid, resources: { cpu: '1', memory: '1Gi', gpu: -1 } }, expect: /gpu/ },
   { title: 'minReplicas: 0', spec: { ...valid, minReplicas: 0 }, expect: /minReplicas/ },
+  { title: 'replicas: 0', spec: { ...valid, replicas: 0 }, expect: /replicas/ },
   {
     title: 'minReplicas > maxReplicas',
     spec: { ...valid, minReplicas: 4, maxReplicas: 2 },

@@ -80,6 +80,13 @@ describe('desired state of the seed example', () => {
 });
 
 describe('replicas and the autoscaler', () => {
+  it('runs a fixed size (spec.replicas) as asked, without an HPA, whatever the bounds say', () => {
+    const fixed = { ...spec, minReplicas: 2, maxReplicas: 5, replicas: 3 };
+    expect(wantsAutoscaler(fixed)).toBe(false);
+    expect(buildDeployment(ref, fixed, defaultBuildOptions, 5).spec.replicas).toBe(3);
+    expect(buildDeployment(ref, { ...fixed, replicas: 7 }, defaultBuildOptions).spec.replicas).toBe(7);
+  });
+
   it('wants an HPA only when maxReplicas > minReplicas', () => {
     expect(wantsAutoscaler({ ...spec, minReplicas: 2, maxReplicas: 5 })).toBe(true);
     expect(wantsAutoscaler({ ...spec, minReplicas: 3, maxReplicas: 3 })).toBe(false);
