@@ -10,6 +10,7 @@ import {
   wantsAutoscaler,
   type ChildObject,
 } from '../src/core/desired-state.js';
+import { changedFields } from '../src/core/child-changes.js';
 import { ownershipOf } from '../src/core/ownership.js';
 import { readinessOf } from '../src/core/readiness.js';
 import type { Readiness } from '../src/core/status.js';
@@ -38,6 +39,8 @@ type Action = 'created' | 'updated' | 'deleted';
 interface Change {
   kind: string;
   action: Action;
+  /** For an update: what changed, e.g. "image x:v1 → x:v2". */
+  detail?: string;
 }
 const eventReasons: Record<Action, string> = { created: 'Created', updated: 'Updated', deleted: 'Deleted' };
 const listFormat = new Intl.ListFormat('en', { type: 'conjunction' });
@@ -67,7 +70,8 @@ export function applyChildrenActivity({ kube, build }: ActivityDeps) {
   async function ensure(desired: ChildObject, live: Live | undefined, changes: Change[], written: string[]) {
     if (live && isSubset(desired, live)) return live;
     const applied = await kube.apply(desired as KubernetesObject);
-    changes.push({ kind: desired.kind, action: live ? 'updated' : 'created' });
+    const detail = live ? changedFields(desired.kind, live, desired) : undefined;
+    changes.push({ kind: desired.kind, action: live ? 'updated' : 'created', detail });
     written.push(`${desired.kind}/${applied.metadata?.resourceVersion}`);
     return applied as Live;
   }
@@ -110,7 +114,7 @@ export function applyChildrenActivity({ kube, build }: ActivityDeps) {
       }
     }
     return {
-      changes: changes.map((c) => `${c.kind} ${c.action}`),
+      changes: changes.map((c) => `${c.kind} ${c.action}${c.detail ? `: ${c.detail}` : ''}`),
       inferenceURL: inferenceURL(ref, spec, build),
       selector: selectorString(ref.name),
       autoscaler: wantsAutoscaler(spec),

@@ -41,7 +41,8 @@ import { lifecycleOf } from '../src/core/lifecycle.js';
 import { decideProgress } from '../src/core/progress.js';
 import { defaultWorkflowConfig, type WorkflowConfig } from '../src/core/reconcile-timing.js';
 import { roundResultOf } from '../src/core/round-result.js';
-import { isReady, type Verdict } from '../src/core/status.js';
+import { isReady, phaseOf, type Verdict } from '../src/core/status.js';
+import { applySummary, readinessSummary, statusSummary, waitSummary } from '../src/core/step-summaries.js';
 import {
   deletedSignal,
   type ReconcileHint,
@@ -139,13 +140,17 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
     cheap,
   );
 
+  /** What the last round saw and ran, for the Web UI's summaries and current details. */
+  const seen: { readiness?: string; image?: string } = {};
   const writeStatus = async (
     ref: ModelRef,
     generation: number,
     verdict: Verdict,
     extra: Partial<WriteStatusInput> = {},
+    changes: string[] = [],
   ) => {
-    const written = await kubeStep('writeStatus', `status: ${verdict.kind}`, ref, { generation, verdict, ...extra });
+    const summary = statusSummary(state.phase, phaseOf(verdict, extra.readiness), extra.readiness, changes);
+    const written = await kubeStep('writeStatus', summary, ref, { generation, verdict, ...extra });
     setPhase(written.phase);
     return written;
   };
@@ -247,7 +252,8 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
         const w = await writeStatus(ref, generation, { kind: 'failed', reason: invalidSpec, message });
         return outcome({ changes, conditions: w.conditions, message: 'invalid spec: waiting for it to change' });
       }
-      const applied = await kubeStep('applyChildren', 'apply Deployment, Service, HPA and observe readiness', snap);
+      seen.image = snap.spec.image;
+      const applied = await kubeStep('applyChildren', applySummary(snap.spec), snap);
       changes.push(...applied.changes);
       if (applied.written) state.echoes?.push(...applied.written);
       // Results recorded before applyChildren observed readiness itself have none: look separately.
@@ -256,15 +262,22 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
       const decision = decideProgress(state, isReady(readiness), Date.now(), cfg);
       state.progressStartedAt = decision.progressStartedAt;
       state.notReadyChecks = decision.notReadyChecks;
+      seen.readiness = readinessSummary(readiness);
       const route = decision.verdict.kind === 'ready' ? await gateway.publish(snap) : undefined;
       if (route) changes.push(...route.changes);
-      const w = await writeStatus(ref, generation, decision.verdict, {
-        readiness,
-        inferenceURL: applied.inferenceURL,
-        selector: applied.selector,
-        gatewayURL: route?.url,
-        extraConditions: route?.condition ? [route.condition] : [],
-      });
+      const w = await writeStatus(
+        ref,
+        generation,
+        decision.verdict,
+        {
+          readiness,
+          inferenceURL: applied.inferenceURL,
+          selector: applied.selector,
+          gatewayURL: route?.url,
+          extraConditions: route?.condition ? [route.condition] : [],
+        },
+        changes,
+      );
       const next = route?.retrySoon
         ? Math.min(decision.nextCheckSeconds, gatewayRetryMaxSeconds)
         : decision.nextCheckSeconds;
@@ -293,8 +306,7 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
   for (;;) {
     if (!loop.dirty) {
       await condition(() => loop.dirty, `${nextCheckSeconds} seconds`, {
-        summary:
-          state.phase === 'Ready' ? 'idle: wait for a change or the drift check' : 'wait for readiness or a change',
+        summary: waitSummary(state.phase, nextCheckSeconds, seen.readiness),
       });
     }
     const sinceLast = Date.now() - lastRoundEndedAt;
@@ -312,7 +324,10 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
     nextCheckSeconds = next;
     state.lastOutcome = outcome;
     setCurrentDetails(
-      `**${label}** phase **${state.phase ?? 'unknown'}** · round ${outcome.round}` +
+      `**${label}** phase **${state.phase ?? 'unknown'}**` +
+        (seen.readiness ? ` · ${seen.readiness}` : '') +
+        (seen.image ? ` · image \`${seen.image}\`` : '') +
+        ` · round ${outcome.round}` +
         (outcome.changes.length ? ` · ${outcome.changes.join(', ')}` : '') +
         (outcome.message ? `\n\n${outcome.message}` : ''),
     );

@@ -1,5 +1,7 @@
 // The main job on the embedded default: bring up the local stack (unless KUBECONFIG/TEMPORAL_ADDRESS
-// point elsewhere), install the CRD, run the operator, apply the seed example, and say where to look.
+// point elsewhere) and Caddy as the local API gateway (unless MMO_GATEWAY says otherwise), install the
+// CRD, run the operator, apply the seed example, and say where to look.
+import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { workflowIdFor } from '../../src/core/api.js';
@@ -7,10 +9,39 @@ import { parseOperatorConfig } from '../../src/plumbing/config.js';
 import { createLogger } from '../../src/plumbing/logger.js';
 import { startOperator } from '../../src/operator.js';
 import { installRuntime, shutdownRequested } from '../../src/plumbing/runtime.js';
+import { request } from '../../activities/gateway/http.js';
+import { CaddyProcess } from './caddy.js';
 import { PrerequisiteError } from './install.js';
-import { defaultStateDir, kubectlRun, up } from './stack.js';
+import { portInUse } from './processes.js';
+import { defaultStateDir, kubectlRun, up, type StackInfo } from './stack.js';
 
 const repo = (p: string) => fileURLToPath(new URL(`../../${p}`, import.meta.url));
+
+function port(name: string, fallback: number): number {
+  const n = Number(process.env[name] ?? fallback);
+  if (!Number.isInteger(n) || n < 1 || n > 65535)
+    throw new PrerequisiteError(`${name}=${process.env[name]} is not a port number (1-65535).`);
+  return n;
+}
+
+/** Caddy on loopback, its admin API and model server on fixed ports (MMO_CADDY_ADMIN_PORT, MMO_GATEWAY_PORT). */
+async function startGateway(stack: StackInfo): Promise<CaddyProcess> {
+  const admin = port('MMO_CADDY_ADMIN_PORT', 2019);
+  const http = port('MMO_GATEWAY_PORT', 18080);
+  for (const [p, env] of [
+    [admin, 'MMO_CADDY_ADMIN_PORT'],
+    [http, 'MMO_GATEWAY_PORT'],
+  ] as const) {
+    if (await portInUse(p))
+      throw new PrerequisiteError(
+        `port ${p} for the local gateway (Caddy) is in use: free it, choose another with ${env}=<port>, ` +
+          'or run without a gateway: MMO_GATEWAY=none npm start',
+      );
+  }
+  const caddy = new CaddyProcess(stack.binaries.caddy, path.join(stack.stateDir, 'logs'), admin, http);
+  await caddy.start();
+  return caddy;
+}
 
 async function main(): Promise<void> {
   const stack = await up({ stateDir: defaultStateDir, ports: 'fixed' });
@@ -22,6 +53,20 @@ async function main(): Promise<void> {
   kubectl('apply', '--server-side', '-k', repo('crds'));
   kubectl('wait', '--for=condition=Established', 'crd/machinemodels.stable.example.com', '--timeout=60s');
 
+  const gateway = process.env.MMO_GATEWAY ? undefined : await startGateway(stack);
+  if (gateway) Object.assign(process.env, gateway.operatorEnv);
+  try {
+    await runOperator(stack, kubectl, gateway);
+  } finally {
+    await gateway?.stop();
+  }
+}
+
+async function runOperator(
+  stack: StackInfo,
+  kubectl: (...args: string[]) => string,
+  gateway: CaddyProcess | undefined,
+): Promise<void> {
   const config = parseOperatorConfig(process.argv.slice(2));
   const log = createLogger(process.env.LOG_LEVEL ?? 'warn');
   installRuntime(log, process.env.LOG_LEVEL ?? 'warn');
@@ -43,6 +88,7 @@ async function main(): Promise<void> {
     }
     await sleep(500);
   }
+  const gatewayURL = gateway ? await published(kubectl, name) : undefined;
   say('\nwhere to look:');
   say(`  export KUBECONFIG=${stack.kubeconfig}`);
   say('  kubectl get machinemodels,deployments,services,hpa');
@@ -52,9 +98,34 @@ async function main(): Promise<void> {
       `  Web UI: ${stack.temporalUiUrl}/namespaces/${stack.temporalNamespace}/workflows/${encodeURIComponent(workflowId)}`,
     );
   }
-  say(`  npm run mmctl -- resync default/${name} --wait`);
-  say('\nthe operator runs until Ctrl-C; the stack keeps running afterwards (npm run stack:down stops it)');
+  say(`  npm run mmctl -- status default/${name}`);
+  say(`  npm run mmctl -- history default/${name}`);
+  if (gatewayURL) {
+    // KWOK's pods run nothing: Caddy routes the request and finds no model server behind it.
+    const answer = await request('GET', gatewayURL).then(
+      (r) => `answers ${r.status}${r.status === 502 ? ': routed; no model server runs behind the simulated pods' : ''}`,
+      (err: unknown) => `does not answer: ${err instanceof Error ? err.message : String(err)}`,
+    );
+    say(`  gateway: ${gatewayURL} (${answer})`);
+  } else if (gateway) {
+    say(`  gateway: ${gateway.publicURL} (the model was not published yet: kubectl describe mm ${name})`);
+  }
+  say(
+    '\nthe operator' +
+      (gateway ? ' and Caddy run' : ' runs') +
+      ' until Ctrl-C; the stack keeps running afterwards (npm run stack:down stops it)',
+  );
   await Promise.race([operator.done, shutdownRequested(log).then(() => operator.stop())]);
+}
+
+/** The model's gateway URL once its status has one (Ready and published), else undefined after 30 s. */
+async function published(kubectl: (...args: string[]) => string, name: string): Promise<string | undefined> {
+  for (let i = 0; i < 60; i++) {
+    const url = kubectl('get', 'mm', name, '-o', 'jsonpath={.status.gatewayURL}').trim();
+    if (url) return url;
+    await sleep(500);
+  }
+  return undefined;
 }
 
 main().then(

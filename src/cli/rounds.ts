@@ -3,6 +3,8 @@
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { temporal } from '@temporalio/proto';
 import type { Phase } from '../core/api.js';
+import type { Readiness } from '../core/status.js';
+import { readinessSummary } from '../core/step-summaries.js';
 
 export type HistoryEvent = temporal.api.history.v1.IHistoryEvent;
 type Payload = temporal.api.common.v1.IPayload;
@@ -76,10 +78,8 @@ function signalTrigger(name: string | null | undefined, arg: unknown): string {
 }
 
 function readinessLine(r: unknown): string | undefined {
-  const x = r as { found?: boolean; desiredReplicas?: number; readyReplicas?: number } | undefined;
-  if (!x || typeof x !== 'object' || x.found === undefined) return undefined;
-  if (!x.found) return 'no Deployment';
-  return `${x.readyReplicas ?? 0} of ${x.desiredReplicas ?? 0} ready`;
+  const x = r as Readiness | undefined;
+  return x && typeof x === 'object' && x.found !== undefined ? readinessSummary(x) : undefined;
 }
 
 function failureLine(f: temporal.api.failure.v1.IFailure | null | undefined): string {
@@ -219,7 +219,7 @@ export function roundsOf(runId: string, events: HistoryEvent[]): RoundRecord[] {
     } else if (e.timerStartedEventAttributes) {
       const a = e.timerStartedEventAttributes;
       const seconds = millisOf(a.startToFireTimeout as Time) / 1000;
-      timers.set(a.timerId ?? '', summary ? `${summary} (${seconds} s)` : `timer ${seconds} s`);
+      timers.set(a.timerId ?? '', summary ?? `${seconds} s`);
     } else if (e.timerFiredEventAttributes) {
       const what = timers.get(e.timerFiredEventAttributes.timerId ?? '');
       if (what && !timerSummariesInsideARound.some((s) => what.startsWith(s))) wakes.push(`timer: ${what}`);

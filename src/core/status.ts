@@ -60,7 +60,7 @@ const phases: Record<Verdict['kind'], Phase> = {
 };
 
 /** A rollout whose pods the scheduler cannot place is Pending, not Deploying: it will not progress by waiting alone. */
-function phaseOf(v: Verdict, r: Readiness | undefined): Phase {
+export function phaseOf(v: Verdict, r: Readiness | undefined): Phase {
   return v.kind === 'progressing' && r?.unschedulable ? 'Pending' : phases[v.kind];
 }
 

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import path from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { chromiumArgs, ensureChromium } from '../../deploy/local/browser.js';
@@ -16,6 +17,8 @@ import {
 } from '../support/operator-process.js';
 
 const stack = inject('stack');
+/** The README's screenshot of the history is this file, from a run of this test (docs/web-ui-history.png). */
+const screenshot = path.join(stack.stateDir, 'web-ui-history.png');
 const k = kubectlFor(stack);
 let browser: Browser;
 let operator: OperatorProcess;
@@ -53,8 +56,15 @@ describe('the Temporal Web UI, in a real browser', () => {
     await page.close();
   });
 
-  it('shows each reconcile step by its summary', async () => {
-    const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+  it('tells the story of an image update in the summaries of its steps', async () => {
+    const v2 = 'registry.example.com/models/classifier:v2';
+    k.apply(machineModel(ns, 'visible', { image: v2 }));
+    await eventually('v2 Ready', () => {
+      const mm = k.get('machinemodel', ns, 'visible');
+      return mm?.status?.observedGeneration === 2 && mm.status.phase === 'Ready' ? true : undefined;
+    });
+    // Wide enough for the summaries to show whole in the screenshot.
+    const page = await browser.newPage({ viewport: { width: 2400, height: 1300 } });
     await page.goto(
       `${stack.temporalUiUrl}/namespaces/${stack.temporalNamespace}/workflows/${encodeURIComponent(workflowIdFor(ns, 'visible'))}`,
     );
@@ -63,12 +73,14 @@ describe('the Temporal Web UI, in a real browser', () => {
     await page.getByText('Event History').first().click();
     for (const step of [
       `read MachineModel ${ns}/visible`,
-      'apply Deployment, Service, HPA and observe readiness',
-      'status: ready',
+      `apply ${v2}, 1 replica`,
+      `status Ready → Deploying · 1 of 1 ready, rollout starting · Deployment updated: image registry.example.com/models/classifier:v1 → ${v2}`,
+      'status Deploying → Ready · 1 of 1 ready, 1 updated',
     ]) {
       await page.getByText(step).first().waitFor({ timeout: 30_000 });
     }
     expect(await page.getByText('machineModelWorkflow').count()).toBeGreaterThan(0);
+    await page.screenshot({ path: screenshot, fullPage: true });
     await page.close();
   });
 

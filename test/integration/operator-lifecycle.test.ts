@@ -328,7 +328,7 @@ describe('operator lifecycle against the real apiserver', () => {
       /trigger +workflow started, MachineModel added \(generation 1\)\n +changed +Deployment created, Service created/,
     );
     expect(history).toMatch(
-      /trigger +MachineModel updated \(generation 2\)\n +changed +Deployment updated\n +phase +Ready → Deploying/,
+      /trigger +MachineModel updated \(generation 2\)\n +changed +Deployment updated: image registry.example.com\/models\/classifier:v1 → registry.example.com\/models\/classifier:v2\n +phase +Ready → Deploying/,
     );
     expect(history).toMatch(/phase +Deploying → Ready/);
     const rounds = JSON.parse(ok('history', `${ns}/story`, '--rounds', '2', '-o', 'json'));

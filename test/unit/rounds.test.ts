@@ -22,11 +22,15 @@ describe('rounds read back from a recorded history', () => {
       startedAt: '2026-11-23T12:10:44.074Z',
       changes: ['Deployment created', 'Service created'],
       phaseAfter: 'Deploying',
-      readiness: '0 of 2 ready',
+      readiness: '0 of 2 ready, rollout starting',
       errors: [],
     });
     expect(rounds[0]!.durationMs).toBeGreaterThan(0);
-    expect(rounds[1]).toMatchObject({ phaseBefore: 'Deploying', phaseAfter: 'Ready', readiness: '2 of 2 ready' });
+    expect(rounds[1]).toMatchObject({
+      phaseBefore: 'Deploying',
+      phaseAfter: 'Ready',
+      readiness: '2 of 2 ready, 2 updated',
+    });
     expect(rounds[2]).toMatchObject({ changes: ['Deployment updated'], phaseBefore: 'Ready', phaseAfter: 'Deploying' });
     expect(rounds[4]).toMatchObject({ gone: true, steps: ['read MachineModel hist/plain2'] });
   });
@@ -59,14 +63,14 @@ describe('rounds read back from a recorded history', () => {
 
   it('names the drift check and mmctl as triggers', () => {
     const triggers = roundsOf('r1', recorded('seed-example-upgraded-to-gateway.json')).flatMap((r) => r.triggers);
-    expect(triggers).toContain('timer: idle: wait for a change or the drift check (600 s)');
+    expect(triggers).toContain('timer: idle: wait for a change or the drift check');
     expect(triggers).toContain('reconcileNow by mmctl (unknown user)');
   });
 
   it('renders rounds for people', () => {
     const rounds = roundsOf('r1', recorded('no-gateway-no-finalizer-update-delete.json')).slice(2, 3);
     expect(renderHistory('hist/plain2', rounds)).toMatch(
-      /^hist\/plain2: the last round, oldest first\n {2}2026-11-23 12:10:59Z, took \d+ms\n {4}trigger +MachineModel updated \(generation 2\)\n {4}changed +Deployment updated\n {4}phase +Ready → Deploying\n {4}saw +2 of 2 ready$/,
+      /^hist\/plain2: the last round, oldest first\n {2}2026-11-23 12:10:59Z, took \d+ms\n {4}trigger +MachineModel updated \(generation 2\)\n {4}changed +Deployment updated\n {4}phase +Ready → Deploying\n {4}saw +2 of 2 ready, rollout starting$/,
     );
   });
 });

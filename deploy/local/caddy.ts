@@ -1,0 +1,66 @@
+// A real Caddy on loopback for the main job and the tests: the local API gateway whose admin API the
+// operator drives. Stoppable and restartable on the same ports.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, openSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { request } from '../../activities/gateway/http.js';
+
+export class CaddyProcess {
+  private child: ChildProcess | undefined;
+
+  /** `dir` holds its config and log; `httpPort` is where the operator's model server listens. */
+  constructor(
+    private readonly binary: string,
+    private readonly dir: string,
+    readonly adminPort: number,
+    readonly httpPort: number,
+  ) {}
+
+  get adminURL(): string {
+    return `http://127.0.0.1:${this.adminPort}`;
+  }
+
+  get publicURL(): string {
+    return `http://127.0.0.1:${this.httpPort}`;
+  }
+
+  /** The operator's settings for publishing on this Caddy. */
+  get operatorEnv(): Record<string, string> {
+    return {
+      MMO_GATEWAY: 'caddy',
+      MMO_CADDY_ADMIN: this.adminURL,
+      MMO_CADDY_LISTEN: `127.0.0.1:${this.httpPort}`,
+      MMO_GATEWAY_PUBLIC_URL: this.publicURL,
+    };
+  }
+
+  async start(): Promise<void> {
+    mkdirSync(this.dir, { recursive: true });
+    const config = path.join(this.dir, `caddy-${this.adminPort}.json`);
+    writeFileSync(config, JSON.stringify({ admin: { listen: `127.0.0.1:${this.adminPort}` } }));
+    const log = openSync(path.join(this.dir, `caddy-${this.adminPort}.log`), 'a');
+    this.child = spawn(this.binary, ['run', '--config', config], {
+      stdio: ['ignore', log, log],
+      env: { ...process.env, HOME: this.dir },
+    });
+    for (let i = 0; i < 100; i++) {
+      const ok = await request('GET', `${this.adminURL}/config/`).then(
+        (r) => r.status === 200,
+        () => false,
+      );
+      if (ok) return;
+      if (this.child.exitCode !== null) break;
+      await sleep(100);
+    }
+    throw new Error(`caddy did not start: see ${path.join(this.dir, `caddy-${this.adminPort}.log`)}`);
+  }
+
+  async stop(): Promise<void> {
+    const child = this.child;
+    if (!child || child.exitCode !== null) return;
+    const exited = new Promise((r) => child.once('exit', r));
+    child.kill('SIGTERM');
+    await exited;
+  }
+}

@@ -1,0 +1,64 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, inject, it } from 'vitest';
+import { request } from '../../activities/gateway/http.js';
+import { freePort, portInUse } from '../../deploy/local/processes.js';
+import { kubectlFor } from '../support/cluster.js';
+import { eventually } from '../support/eventually.js';
+
+const stack = inject('stack');
+const k = kubectlFor(stack);
+const runTs = fileURLToPath(new URL('../../deploy/local/run.ts', import.meta.url));
+
+describe('npm start, against the test stack', () => {
+  it('publishes the example on a local Caddy, prints its gateway URL, and Caddy answers it', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'mmo-main-job-'));
+    const admin = await freePort();
+    const http = await freePort();
+    const child = spawn(process.execPath, ['--import', 'tsx', runTs], {
+      env: {
+        ...process.env,
+        MMO_STACK_DIR: dir,
+        KUBECONFIG: stack.kubeconfig,
+        TEMPORAL_ADDRESS: stack.temporalAddress,
+        TEMPORAL_NAMESPACE: stack.temporalNamespace,
+        MMO_CADDY_ADMIN_PORT: String(admin),
+        MMO_GATEWAY_PORT: String(http),
+        // The example goes to namespace default; other tests' models are not this operator's.
+        MMO_NAMESPACES: 'default',
+        MMO_TASK_QUEUE: `main-job-${http}`,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    try {
+      const line = await eventually(
+        'the gateway line',
+        () => /^ {2}gateway: (\S+) \(answers (\d+)/m.exec(out) ?? undefined,
+        120_000,
+      );
+      const url = line[1]!;
+      expect(url).toBe(`http://127.0.0.1:${http}/models/default/image-classifier-v1`);
+      // Routed to the model's Service, where nothing runs behind KWOK's pods: 502, not Caddy's catch-all 404.
+      expect(line[2]).toBe('502');
+      expect((await request('GET', `${url}/v1/predict`)).status).toBe(502);
+      expect((await request('GET', `http://127.0.0.1:${http}/models/default/nobody`)).status).toBe(404);
+      expect(out).toContain('npm run mmctl -- history default/image-classifier-v1');
+
+      // The finalizer holds the deletion until the route is gone from Caddy.
+      k.kubectl('delete', 'mm', 'image-classifier-v1', '-n', 'default', '--wait=true', '--timeout=60s');
+      expect((await request('GET', url)).status).toBe(404);
+    } finally {
+      child.kill('SIGINT');
+      expect(await exited).toBe(0);
+      rmSync(dir, { recursive: true, force: true });
+    }
+    expect(await portInUse(admin)).toBe(false);
+  }, 180_000);
+});
