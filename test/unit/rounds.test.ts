@@ -67,6 +67,21 @@ describe('rounds read back from a recorded history', () => {
     expect(triggers).toContain('reconcileNow by mmctl (unknown user)');
   });
 
+  it('names the fields an update changed, in histories of the current code', () => {
+    const rounds = roundsOf('r1', recorded('story-summaries-caddy-update-scale-delete.json'));
+    expect(rounds.flatMap((r) => r.changes)).toEqual([
+      'finalizer added',
+      'Deployment created',
+      'Service created',
+      'route /models/hist2/story published',
+      'Deployment updated: image registry.example.com/models/classifier:v1 → registry.example.com/models/classifier:v2',
+      'Deployment updated: replicas 2 → 3',
+      'gateway route removed',
+      'finalizer removed',
+    ]);
+    expect(rounds.at(-1)).toMatchObject({ phaseBefore: 'Ready', phaseAfter: 'Deleting' });
+  });
+
   it('renders rounds for people', () => {
     const rounds = roundsOf('r1', recorded('no-gateway-no-finalizer-update-delete.json')).slice(2, 3);
     expect(renderHistory('hist/plain2', rounds)).toMatch(
