@@ -60,25 +60,23 @@ async function notFoundAsUnknown<T>(key: ModelKey, call: () => Promise<T>): Prom
   }
 }
 
-/** Every run of the model's workflow, newest first (the latest from describe: visibility may lag). */
-async function runIds(client: Client, key: ModelKey): Promise<string[]> {
-  const workflowId = workflowIdFor(key.namespace, key.name);
-  const latest = await notFoundAsUnknown(key, () => client.workflow.getHandle(workflowId).describe());
-  const older: { runId: string; start: number }[] = [];
-  for await (const wf of client.workflow.list({ query: `WorkflowId = '${workflowId}'` }))
-    if (wf.runId !== latest.runId) older.push({ runId: wf.runId, start: wf.startTime.getTime() });
-  older.sort((a, b) => b.start - a.start);
-  return [latest.runId, ...older.map((r) => r.runId)];
-}
-
 /** The last `count` rounds of the model, oldest first, across continue-as-new runs. */
 export async function recentRounds(client: Client, key: ModelKey, count: number): Promise<RoundRecord[]> {
   const workflowId = workflowIdFor(key.namespace, key.name);
+  return notFoundAsUnknown(key, () => roundsOfWorkflow(client, workflowId, count));
+}
+
+/**
+ * The last `count` rounds of a workflow, oldest first: its latest run, then the runs it continued,
+ * each named by its first event (no visibility query, which may lag).
+ */
+export async function roundsOfWorkflow(client: Client, workflowId: string, count: number): Promise<RoundRecord[]> {
   let rounds: RoundRecord[] = [];
-  for (const runId of await runIds(client, key)) {
-    const history = await client.workflow.getHandle(workflowId, runId).fetchHistory();
-    rounds = [...roundsOf(runId, (history.events ?? []) as HistoryEvent[]), ...rounds];
-    if (rounds.length >= count) break;
+  let runId: string | undefined = (await client.workflow.getHandle(workflowId).describe()).runId;
+  while (runId && rounds.length < count) {
+    const events = ((await client.workflow.getHandle(workflowId, runId).fetchHistory()).events ?? []) as HistoryEvent[];
+    rounds = [...roundsOf(runId, events), ...rounds];
+    runId = events[0]?.workflowExecutionStartedEventAttributes?.continuedExecutionRunId || undefined;
   }
   return rounds.slice(-count);
 }

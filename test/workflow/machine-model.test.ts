@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { ApplicationFailure } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
+import { roundsOfWorkflow } from '../../src/cli/model-workflows.js';
 import { finalizerName, workflowIdFor } from '../../src/core/api.js';
 import type { WorkflowConfig } from '../../src/core/reconcile-timing.js';
 import {
@@ -102,6 +103,17 @@ describe('machineModelWorkflow', () => {
       expect(state.phase).toBe('Ready');
       const first = await wf.env.client.workflow.getHandle(handle.workflowId, handle.firstExecutionRunId).describe();
       expect(first.status.name).toBe('CONTINUED_AS_NEW');
+      // mmctl history reads the rounds back across the runs, oldest first.
+      const rounds = await roundsOfWorkflow(wf.env.client, handle.workflowId, 100);
+      expect(rounds.length).toBe(state.rounds);
+      expect(rounds[0]!.runId).toBe(handle.firstExecutionRunId);
+      // Every run but a quiet last one (waiting for its next check) holds rounds.
+      expect(new Set(rounds.map((r) => r.runId)).size).toBeGreaterThanOrEqual(state.runs - 1);
+      expect(new Set(rounds.map((r) => r.runId)).size).toBeGreaterThanOrEqual(2);
+      expect(rounds.slice(1).every((r) => r.triggers.length > 0)).toBe(true);
+      expect((await roundsOfWorkflow(wf.env.client, handle.workflowId, 3)).map((r) => r.startedAt)).toEqual(
+        rounds.slice(-3).map((r) => r.startedAt),
+      );
       await wf.env.client.workflow.getHandle(handle.workflowId).terminate();
     });
   });
