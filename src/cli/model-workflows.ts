@@ -38,6 +38,8 @@ export interface ModelStatus {
   signals?: number;
 }
 
+const queryDeadlineMs = 5_000;
+
 export interface ModelListing {
   model: string;
   phase?: string;
@@ -87,9 +89,18 @@ export async function modelStatus(client: Client, key: ModelKey): Promise<ModelS
   const description = await notFoundAsUnknown(key, () => handle.describe());
   const [lastRound] = await recentRounds(client, key, 1);
   const running = description.status.name === 'RUNNING';
-  // A closed run answers no query a worker must serve; its last round says enough.
-  const state: WorkflowStateView | undefined = running ? await handle.query(stateQuery) : undefined;
+  // A closed run answers no query a worker must serve; its last round says enough. A running one
+  // answers only while an operator's worker polls its task queue: without one, say so and go on.
+  const state: WorkflowStateView | undefined = running
+    ? await client.connection
+        .withDeadline(Date.now() + queryDeadlineMs, () => handle.query(stateQuery))
+        .catch(() => undefined)
+    : undefined;
   const pending: string[] = [];
+  if (running && !state)
+    pending.push(
+      `no operator answered within ${queryDeadlineMs / 1000} s (is one running on task queue ${description.taskQueue}?)`,
+    );
   if (state?.roundInProgress) pending.push('a round is running');
   else if (state?.pendingWork) pending.push('a round is due: something asked to look again');
   for (const a of description.raw.pendingActivities ?? []) {

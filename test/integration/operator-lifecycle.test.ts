@@ -6,7 +6,8 @@ import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { freePort } from '../../deploy/local/processes.js';
 import { finalizerName, workflowIdFor } from '../../src/core/api.js';
-import { stateQuery } from '../../workflows/definitions.js';
+import { startOptions } from '../../src/informer/workflow-client.js';
+import { stateQuery, workflowType } from '../../workflows/definitions.js';
 import { conditionOf, kubectlFor } from '../support/cluster.js';
 import { eventually } from '../support/eventually.js';
 import { machineModel, seedExample } from '../support/models.js';
@@ -364,6 +365,20 @@ describe('operator lifecycle against the real apiserver', () => {
       expect(r.stderr).toContain(text);
       expect(r.stderr.trim().split('\n')).toHaveLength(1);
     };
+    // A workflow no operator serves (no worker polls its task queue): status says so instead of hanging.
+    const orphanQueue = `nobody-${randomUUID()}`;
+    await client.workflow.start(
+      workflowType,
+      startOptions({ namespace: ns, name: 'orphan' }, { taskQueue: orphanQueue, workflow: {} }),
+    );
+    try {
+      expect(ok('status', `${ns}/orphan`)).toContain(
+        `pending    no operator answered within 5 s (is one running on task queue ${orphanQueue}?)`,
+      );
+    } finally {
+      await client.workflow.getHandle(workflowIdFor(ns, 'orphan')).terminate();
+    }
+
     oneLine(run('status', `${ns}/nobody`), 3, `mmctl: no workflow for ${ns}/nobody`);
     oneLine(run('history', `${ns}/nobody`), 3, `mmctl: no workflow for ${ns}/nobody`);
     oneLine(run('status', 'no-slash'), 2, 'expected <namespace>/<name>');
