@@ -10,12 +10,20 @@ import { Client, WithStartWorkflowOperation } from '@temporalio/client';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { workflowIdFor } from './core/api.js';
 import { CliFailure, exitCodes } from './cli/exit-codes.js';
-import { listModels, modelStatus, recentRounds, UnknownModel, type ModelKey } from './cli/model-workflows.js';
-import { renderHistory, renderList, renderStatus } from './cli/render.js';
+import {
+  describeModel,
+  listModels,
+  modelStatus,
+  recentRounds,
+  UnknownModel,
+  type ModelKey,
+} from './cli/model-workflows.js';
+import { webUiLink } from './cli/web-ui.js';
+import { renderHistory, renderList, renderOutcome, renderStatus } from './cli/render.js';
 import { temporalConfigFrom, temporalOptions } from './plumbing/config.js';
 import { connectClient } from './plumbing/temporal.js';
 import { startOptions } from './informer/workflow-client.js';
-import { reconcileNowUpdate, resyncSignal, workflowType, type RoundOutcome } from '../workflows/definitions.js';
+import { reconcileNowUpdate, resyncSignal, workflowType } from '../workflows/definitions.js';
 
 type Output = 'human' | 'json';
 
@@ -32,16 +40,6 @@ function positive(label: string) {
     if (!(n > 0)) throw new InvalidArgumentError(`${label} must be a positive number, got "${v}"`);
     return n;
   };
-}
-
-function formatOutcome(key: ModelKey, o: RoundOutcome): string {
-  const lines = [
-    `${key.namespace}/${key.name}: round ${o.round}, phase ${o.phase ?? 'unknown'}${o.finished ? ' (finished)' : ''}`,
-  ];
-  lines.push(`  changes: ${o.changes.length ? o.changes.join(', ') : 'none'}`);
-  for (const c of o.conditions) lines.push(`  ${c.type}=${c.status} ${c.reason}${c.message ? `: ${c.message}` : ''}`);
-  if (o.message) lines.push(`  ${o.message}`);
-  return lines.join('\n');
 }
 
 /** Prints `data` as JSON, or as `human(data)` reads it. */
@@ -113,12 +111,9 @@ program
   )
   .action(async (key: ModelKey, opts: { uiUrl: string }, cmd: Command) => {
     await withClient(cmd, async (client) => {
-      const status = await modelStatus(client, key);
-      const namespace = cmd.optsWithGlobals<{ temporalNamespace: string }>().temporalNamespace;
-      const url =
-        `${opts.uiUrl.replace(/\/$/, '')}/namespaces/${encodeURIComponent(namespace)}` +
-        `/workflows/${encodeURIComponent(status.workflowId)}/${status.runId}/history`;
-      print(cmd, { model: status.model, url }, (d) => d.url);
+      const { workflowId, runId } = await describeModel(client, key);
+      const url = webUiLink(opts.uiUrl, client.options.namespace, workflowId, runId);
+      print(cmd, { model: `${key.namespace}/${key.name}`, url }, (d) => d.url);
     });
   });
 
@@ -168,7 +163,7 @@ program
           ).unref(),
         ),
       ]);
-      print(cmd, outcome, (o) => formatOutcome(key, o));
+      print(cmd, outcome, (o) => renderOutcome(`${key.namespace}/${key.name}`, o));
     });
   });
 

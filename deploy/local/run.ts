@@ -10,24 +10,18 @@ import { createLogger } from '../../src/plumbing/logger.js';
 import { startOperator } from '../../src/operator.js';
 import { installRuntime, shutdownRequested } from '../../src/plumbing/runtime.js';
 import { request } from '../../activities/gateway/http.js';
+import { webUiLink } from '../../src/cli/web-ui.js';
 import { CaddyProcess } from './caddy.js';
 import { PrerequisiteError } from './install.js';
 import { portInUse } from './processes.js';
-import { defaultStateDir, kubectlRun, up, type StackInfo } from './stack.js';
+import { defaultStateDir, envPort, kubectlRun, up, type StackInfo } from './stack.js';
 
 const repo = (p: string) => fileURLToPath(new URL(`../../${p}`, import.meta.url));
 
-function port(name: string, fallback: number): number {
-  const n = Number(process.env[name] ?? fallback);
-  if (!Number.isInteger(n) || n < 1 || n > 65535)
-    throw new PrerequisiteError(`${name}=${process.env[name]} is not a port number (1-65535).`);
-  return n;
-}
-
 /** Caddy on loopback, its admin API and model server on fixed ports (MMO_CADDY_ADMIN_PORT, MMO_GATEWAY_PORT). */
 async function startGateway(stack: StackInfo): Promise<CaddyProcess> {
-  const admin = port('MMO_CADDY_ADMIN_PORT', 2019);
-  const http = port('MMO_GATEWAY_PORT', 18080);
+  const admin = envPort('MMO_CADDY_ADMIN_PORT', 2019);
+  const http = envPort('MMO_GATEWAY_PORT', 18080);
   for (const [p, env] of [
     [admin, 'MMO_CADDY_ADMIN_PORT'],
     [http, 'MMO_GATEWAY_PORT'],
@@ -94,9 +88,7 @@ async function runOperator(
   say('  kubectl get machinemodels,deployments,services,hpa');
   say(`  kubectl describe mm ${name}`);
   if (stack.temporalUiUrl) {
-    say(
-      `  Web UI: ${stack.temporalUiUrl}/namespaces/${stack.temporalNamespace}/workflows/${encodeURIComponent(workflowId)}`,
-    );
+    say(`  Web UI: ${webUiLink(stack.temporalUiUrl, stack.temporalNamespace, workflowId)}`);
   }
   say(`  npm run mmctl -- status default/${name}`);
   say(`  npm run mmctl -- history default/${name}`);

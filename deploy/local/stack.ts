@@ -103,7 +103,8 @@ const fixedPorts = Object.fromEntries(
   portKeys.map((k) => [k, envPort(portSettings[k].env, portSettings[k].fallback)]),
 ) as unknown as Ports;
 
-function envPort(name: string, fallback: number): number {
+/** A port from the environment variable `name`, else `fallback`; anything else is a prerequisite error. */
+export function envPort(name: string, fallback: number): number {
   const raw = process.env[name];
   if (raw === undefined || raw === '') return fallback;
   const port = Number(raw);

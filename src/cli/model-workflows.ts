@@ -62,19 +62,29 @@ async function notFoundAsUnknown<T>(key: ModelKey, call: () => Promise<T>): Prom
   }
 }
 
+/** The model's workflow as Temporal describes its latest run. */
+export function describeModel(client: Client, key: ModelKey) {
+  return notFoundAsUnknown(key, () => client.workflow.getHandle(workflowIdFor(key.namespace, key.name)).describe());
+}
+
 /** The last `count` rounds of the model, oldest first, across continue-as-new runs. */
 export async function recentRounds(client: Client, key: ModelKey, count: number): Promise<RoundRecord[]> {
-  const workflowId = workflowIdFor(key.namespace, key.name);
-  return notFoundAsUnknown(key, () => roundsOfWorkflow(client, workflowId, count));
+  const { workflowId, runId } = await describeModel(client, key);
+  return roundsOfWorkflow(client, workflowId, count, runId);
 }
 
 /**
- * The last `count` rounds of a workflow, oldest first: its latest run, then the runs it continued,
- * each named by its first event (no visibility query, which may lag).
+ * The last `count` rounds of a workflow, oldest first: its latest run (or `latestRunId`), then the
+ * runs it continued, each named by its first event (no visibility query, which may lag).
  */
-export async function roundsOfWorkflow(client: Client, workflowId: string, count: number): Promise<RoundRecord[]> {
+export async function roundsOfWorkflow(
+  client: Client,
+  workflowId: string,
+  count: number,
+  latestRunId?: string,
+): Promise<RoundRecord[]> {
   let rounds: RoundRecord[] = [];
-  let runId: string | undefined = (await client.workflow.getHandle(workflowId).describe()).runId;
+  let runId: string | undefined = latestRunId ?? (await client.workflow.getHandle(workflowId).describe()).runId;
   while (runId && rounds.length < count) {
     const events = ((await client.workflow.getHandle(workflowId, runId).fetchHistory()).events ?? []) as HistoryEvent[];
     rounds = [...roundsOf(runId, events), ...rounds];
@@ -84,10 +94,10 @@ export async function roundsOfWorkflow(client: Client, workflowId: string, count
 }
 
 export async function modelStatus(client: Client, key: ModelKey): Promise<ModelStatus> {
-  const workflowId = workflowIdFor(key.namespace, key.name);
+  const description = await describeModel(client, key);
+  const { workflowId } = description;
   const handle = client.workflow.getHandle(workflowId);
-  const description = await notFoundAsUnknown(key, () => handle.describe());
-  const [lastRound] = await recentRounds(client, key, 1);
+  const [lastRound] = await roundsOfWorkflow(client, workflowId, 1, description.runId);
   const running = description.status.name === 'RUNNING';
   // A closed run answers no query a worker must serve; its last round says enough. A running one
   // answers only while an operator's worker polls its task queue: without one, say so and go on.

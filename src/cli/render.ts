@@ -4,6 +4,7 @@ import prettyMs from 'pretty-ms';
 import type { Condition } from '../core/api.js';
 import type { ModelListing, ModelStatus } from './model-workflows.js';
 import type { RoundRecord } from './rounds.js';
+import type { RoundOutcome } from '../../workflows/definitions.js';
 
 const when = (iso: string) => iso.replace('T', ' ').replace(/\.\d+Z$/, 'Z');
 const took = (ms: number) => prettyMs(ms, { secondsDecimalDigits: 1, millisecondsDecimalDigits: 0 });
@@ -70,6 +71,15 @@ export function renderHistory(model: string, rounds: RoundRecord[]): string {
 
 function conditionLine(c: Condition): string {
   return `${c.type}=${c.status} ${c.reason}${c.message ? `: ${c.message}` : ''}`;
+}
+
+/** What `resync --wait` prints: the outcome of the round it asked for. */
+export function renderOutcome(model: string, o: RoundOutcome): string {
+  const lines = [`${model}: round ${o.round}, phase ${o.phase ?? 'unknown'}${o.finished ? ' (finished)' : ''}`];
+  lines.push(`  changes: ${o.changes.length ? o.changes.join(', ') : 'none'}`);
+  for (const c of o.conditions) lines.push(`  ${conditionLine(c)}`);
+  if (o.message) lines.push(`  ${o.message}`);
+  return lines.join('\n');
 }
 
 export function renderStatus(s: ModelStatus): string {

@@ -56,6 +56,18 @@ interface Hint {
   generation?: number;
 }
 
+/** A step as its history records it: a local-activity marker, or a regular activity's closing event. */
+interface FinishedStep {
+  local: boolean;
+  type: string;
+  summary?: string;
+  startedAt: number;
+  endedAt: number;
+  attempts: number;
+  result: unknown;
+  failure?: string;
+}
+
 const timerSummariesInsideARound = ['wait for the gateway to come back', 'rate limit'];
 const dedupe = (items: string[]): string[] => {
   const counts = new Map<string, number>();
@@ -121,16 +133,7 @@ export function roundsOf(runId: string, events: HistoryEvent[]): RoundRecord[] {
     wakes = [];
     written = new Set();
   };
-  const endStep = (
-    local: boolean,
-    type: string,
-    summary: string | undefined,
-    startedAt: number,
-    endedAt: number,
-    attempts: number,
-    result: unknown,
-    failure?: string,
-  ) => {
+  const endStep = ({ local, type, summary, startedAt, endedAt, attempts, result, failure }: FinishedStep) => {
     // A regular activity's round began when it was scheduled.
     if (local || !current) beginStep(type, startedAt);
     const round = current!;
@@ -188,7 +191,7 @@ export function roundsOf(runId: string, events: HistoryEvent[]): RoundRecord[] {
         const startedAt = millisOf(data?.original_schedule_time) || at;
         const result = decoded<unknown>(m.details?.result?.payloads?.[0]);
         const failure = m.failure ? failureLine(m.failure) : undefined;
-        endStep(true, type, summary, startedAt, at, data?.attempt ?? 1, result, failure);
+        endStep({ local: true, type, summary, startedAt, endedAt: at, attempts: data?.attempt ?? 1, result, failure });
       }
     } else if (e.activityTaskScheduledEventAttributes) {
       const type = e.activityTaskScheduledEventAttributes.activityType?.name ?? '?';
@@ -196,16 +199,26 @@ export function roundsOf(runId: string, events: HistoryEvent[]): RoundRecord[] {
       beginStep(type, at);
     } else if (e.activityTaskStartedEventAttributes) {
       attempts.set(String(e.eventId), e.activityTaskStartedEventAttributes.attempt ?? 1);
-    } else if (e.activityTaskCompletedEventAttributes) {
-      const a = e.activityTaskCompletedEventAttributes;
+    } else if (
+      e.activityTaskCompletedEventAttributes ||
+      e.activityTaskFailedEventAttributes ||
+      e.activityTaskTimedOutEventAttributes
+    ) {
+      const done = e.activityTaskCompletedEventAttributes;
+      const failed = e.activityTaskFailedEventAttributes ?? e.activityTaskTimedOutEventAttributes;
+      const a = (done ?? failed)!;
       const s = scheduled.get(String(a.scheduledEventId));
-      const tries = attempts.get(String(a.startedEventId)) ?? 1;
-      if (s) endStep(false, s.type, s.summary, s.at, at, tries, decoded<unknown>(a.result?.payloads?.[0]));
-    } else if (e.activityTaskFailedEventAttributes || e.activityTaskTimedOutEventAttributes) {
-      const a = (e.activityTaskFailedEventAttributes ?? e.activityTaskTimedOutEventAttributes)!;
-      const s = scheduled.get(String(a.scheduledEventId));
-      const tries = attempts.get(String(a.startedEventId)) ?? 1;
-      if (s) endStep(false, s.type, s.summary, s.at, at, tries, undefined, failureLine(a.failure));
+      if (s)
+        endStep({
+          local: false,
+          type: s.type,
+          summary: s.summary,
+          startedAt: s.at,
+          endedAt: at,
+          attempts: attempts.get(String(a.startedEventId)) ?? 1,
+          result: done ? decoded<unknown>(done.result?.payloads?.[0]) : undefined,
+          failure: failed ? failureLine(failed.failure) : undefined,
+        });
     } else if (e.workflowExecutionSignaledEventAttributes) {
       const a = e.workflowExecutionSignaledEventAttributes;
       const arg = decoded<Hint>(a.input?.payloads?.[0]);

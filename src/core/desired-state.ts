@@ -8,7 +8,7 @@ import {
   type MachineModelSpec,
   type ModelRef,
 } from './api.js';
-import { parseQuantity } from './validation.js';
+import { sameQuantity } from './validation.js';
 
 export interface BuildOptions {
   /** Extended resource name for GPUs (e.g. nvidia.com/gpu, amd.com/gpu). */
@@ -187,13 +187,9 @@ export function buildAutoscaler(ref: ModelRef, spec: MachineModelSpec, opts: Bui
 export type ChildObject =
   ReturnType<typeof buildDeployment> | ReturnType<typeof buildService> | ReturnType<typeof buildAutoscaler>;
 
-/** Equal strings, or two resource quantities of the same value: the apiserver writes "0.5" back as "500m". */
-function sameLeaf(desired: unknown, live: unknown): boolean {
-  if (desired === live) return true;
-  if (typeof desired !== 'string' || typeof live !== 'string') return false;
-  const a = parseQuantity(desired);
-  const b = parseQuantity(live);
-  return a !== undefined && b !== undefined && Math.abs(a - b) <= Math.abs(a) * 1e-12;
+/** Equal values, or two resource quantities of the same value written differently. */
+export function sameValue(desired: unknown, live: unknown): boolean {
+  return desired === live || (typeof desired === 'string' && typeof live === 'string' && sameQuantity(desired, live));
 }
 
 /**
@@ -201,7 +197,7 @@ function sameLeaf(desired: unknown, live: unknown): boolean {
  * defaults, so live is a superset). Used to skip writes when nothing differs.
  */
 export function isSubset(desired: unknown, live: unknown): boolean {
-  if (desired === null || typeof desired !== 'object') return sameLeaf(desired, live);
+  if (desired === null || typeof desired !== 'object') return sameValue(desired, live);
   if (live === null || typeof live !== 'object') return false;
   if (Array.isArray(desired)) {
     return Array.isArray(live) && desired.length === live.length && desired.every((d, i) => isSubset(d, live[i]));

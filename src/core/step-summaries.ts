@@ -1,15 +1,17 @@
 // The one-line summaries the Web UI shows for a round's steps and waits: what was asked, seen and
 // changed. Pure and workflow-safe: the workflow computes them from what its history already holds.
 import type { MachineModelSpec, Phase } from './api.js';
+import { withDefaults } from './desired-state.js';
 import type { Readiness } from './status.js';
 
 const replicas = (n: number) => (n === 1 ? '1 replica' : `${n} replicas`);
 
 function sizeOf(spec: MachineModelSpec): string {
-  if (spec.replicas !== undefined) return `${replicas(spec.replicas)} (fixed)`;
-  const min = spec.minReplicas ?? 1;
-  const max = spec.maxReplicas ?? 1;
-  return min === max ? replicas(min) : `${min}–${max} replicas (autoscaled)`;
+  const s = withDefaults(spec);
+  if (s.replicas !== undefined) return `${replicas(s.replicas)} (fixed)`;
+  return s.minReplicas === s.maxReplicas
+    ? replicas(s.minReplicas)
+    : `${s.minReplicas}–${s.maxReplicas} replicas (autoscaled)`;
 }
 
 /** "apply my-registry/classifier:v1.3.0, 2–5 replicas (autoscaled)" */

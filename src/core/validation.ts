@@ -34,6 +34,13 @@ export function parseQuantity(q: string): number | undefined {
   return number * (suffixFactor[suffix] ?? NaN);
 }
 
+/** Two quantity strings of the same value, however written: the apiserver writes "0.5" back as "500m". */
+export function sameQuantity(a: string, b: string): boolean {
+  const x = parseQuantity(a);
+  const y = parseQuantity(b);
+  return x !== undefined && y !== undefined && Math.abs(x - y) <= Math.abs(x) * 1e-12;
+}
+
 // The distribution/reference grammar: [domain[:port]/]path[:tag][@digest].
 const domainComponent = '(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])';
 const domain = `${domainComponent}(?:\\.${domainComponent})*(?::[0-9]+)?`;

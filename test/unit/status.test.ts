@@ -1,17 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { decideProgress } from '../../src/core/progress.js';
-import { computeStatus, isReady, setCondition, statusDiffers, type Readiness } from '../../src/core/status.js';
-
-const readiness = (ready: number, desired = 2): Readiness => ({
-  found: true,
-  desiredReplicas: desired,
-  replicas: desired,
-  readyReplicas: ready,
-  availableReplicas: ready,
-  updatedReplicas: desired,
-  observedLatest: true,
-  available: { status: ready >= desired ? 'True' : 'False', reason: 'MinimumReplicasAvailable', message: '' },
-});
+import { computeStatus, isReady, setCondition, statusDiffers } from '../../src/core/status.js';
+import { readiness } from '../support/readiness.js';
 
 describe('computeStatus', () => {
   it('reports Ready with conditions, replicas, URL and observed generation', () => {

@@ -1,17 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { changedFields } from '../../src/core/child-changes.js';
 import { applySummary, statusSummary, waitSummary } from '../../src/core/step-summaries.js';
-import type { Readiness } from '../../src/core/status.js';
+import { readiness } from '../support/readiness.js';
 
-const readiness = (ready: number, desired: number): Readiness => ({
-  found: true,
-  desiredReplicas: desired,
-  replicas: desired,
-  readyReplicas: ready,
-  availableReplicas: ready,
-  updatedReplicas: desired,
-  observedLatest: true,
-});
 const spec = { image: 'reg/m:v2', modelPath: '/m', resources: { cpu: '1', memory: '1Gi' } };
 
 describe('the summaries a round leaves in the Web UI', () => {
