@@ -74,11 +74,12 @@ export const caddy: WheelComponent = {
 export const kubeLocal: GoComponent = {
   kind: 'go',
   name: 'kube',
-  version: '1.36.3-kwok0.8.0',
+  version: '1.36.3-kwok0.8.0-metrics0.9.0',
   moduleDir: fileURLToPath(new URL('./kube', import.meta.url)),
   target: '.',
   binary: 'kube-local',
-  purpose: 'etcd 3.6.8, kube-apiserver/controller-manager/scheduler 1.36.3 and KWOK 0.8.0 as one binary',
+  purpose:
+    'etcd 3.6.11, kube-apiserver/controller-manager/scheduler 1.36.3, KWOK 0.8.0 and metrics-server 0.9.0 as one binary',
   firstBuild: 'compiles Kubernetes from source: 4 to 14 minutes',
 };
 

@@ -4,18 +4,32 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { PrerequisiteError } from './install.js';
 
-/** Files of the local cluster's trust: a CA, the apiserver's serving cert, the service-account key pair, static tokens. */
+/**
+ * Files of the local cluster's trust: a CA; serving certs for the apiserver, kwok (the fake kubelet)
+ * and metrics-server; the client cert the apiserver proxies aggregated APIs with; the service-account
+ * key pair; static tokens.
+ */
 export interface Pki {
   dir: string;
   caCert: string;
   caKey: string;
-  apiserverCert: string;
-  apiserverKey: string;
+  apiserver: CertPair;
+  kwok: CertPair;
+  metricsServer: CertPair;
+  frontProxyClient: CertPair;
   serviceAccountKey: string;
   serviceAccountPub: string;
   tokenFile: string;
-  tokens: { admin: string; controllerManager: string; scheduler: string };
+  tokens: Tokens;
 }
+
+export interface CertPair {
+  cert: string;
+  key: string;
+}
+
+/** The CN the apiserver presents to aggregated API servers; they trust request headers only from it. */
+export const frontProxyClientName = 'front-proxy-client';
 
 const apiserverNames = [
   'IP:127.0.0.1',
@@ -27,22 +41,23 @@ const apiserverNames = [
   'DNS:kubernetes.default.svc.cluster.local',
 ];
 
+/** Static token identities: one admin (system:masters) and one per component, under their RBAC names. */
+const tokenUsers = {
+  admin: { user: 'admin', groups: 'system:masters' },
+  controllerManager: { user: 'system:kube-controller-manager', groups: '' },
+  scheduler: { user: 'system:kube-scheduler', groups: '' },
+  metricsServer: { user: 'system:metrics-server', groups: '' },
+};
+type Tokens = Record<keyof typeof tokenUsers, string>;
+export const metricsServerUser = tokenUsers.metricsServer.user;
+
 /** Creates what is missing and keeps what exists, so restarts keep the same identity and clients stay valid. */
 export function ensurePki(dir: string): Pki {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const f = (name: string) => path.join(dir, name);
-  const pki: Pki = {
-    dir,
-    caCert: f('ca.crt'),
-    caKey: f('ca.key'),
-    apiserverCert: f('apiserver.crt'),
-    apiserverKey: f('apiserver.key'),
-    serviceAccountKey: f('sa.key'),
-    serviceAccountPub: f('sa.pub'),
-    tokenFile: f('tokens.csv'),
-    tokens: { admin: '', controllerManager: '', scheduler: '' },
-  };
-  if (!existsSync(pki.caCert)) {
+  const caCert = f('ca.crt');
+  const caKey = f('ca.key');
+  if (!existsSync(caCert)) {
     openssl(
       'req',
       '-x509',
@@ -50,84 +65,87 @@ export function ensurePki(dir: string): Pki {
       'rsa:2048',
       '-nodes',
       '-keyout',
-      pki.caKey,
+      caKey,
       '-out',
-      pki.caCert,
+      caCert,
       '-days',
       '3650',
       '-subj',
       '/CN=machinemodel-local-ca',
     );
   }
-  if (!existsSync(pki.apiserverCert)) {
-    const csr = f('apiserver.csr');
-    const ext = f('apiserver.ext');
-    writeFileSync(ext, `subjectAltName=${apiserverNames.join(',')}\nextendedKeyUsage=serverAuth\n`);
-    openssl(
-      'req',
-      '-newkey',
-      'rsa:2048',
-      '-nodes',
-      '-keyout',
-      pki.apiserverKey,
-      '-out',
-      csr,
-      '-subj',
-      '/CN=kube-apiserver',
-    );
-    openssl(
-      'x509',
-      '-req',
-      '-in',
-      csr,
-      '-CA',
-      pki.caCert,
-      '-CAkey',
-      pki.caKey,
-      '-CAcreateserial',
-      '-out',
-      pki.apiserverCert,
-      '-days',
-      '3650',
-      '-extfile',
-      ext,
-    );
-  }
+  const leaf = (name: string, cn: string, extensions: string): CertPair =>
+    ensureLeaf(f(name), cn, extensions, caCert, caKey);
+  const serving = (names: string[]) => `subjectAltName=${names.join(',')}\nextendedKeyUsage=serverAuth\n`;
+  const pki: Pki = {
+    dir,
+    caCert,
+    caKey,
+    apiserver: leaf('apiserver', 'kube-apiserver', serving(apiserverNames)),
+    kwok: leaf('kwok', 'kwok', serving(['IP:127.0.0.1', 'DNS:localhost'])),
+    // The apiserver checks an aggregated API server's cert against its Service's DNS name.
+    metricsServer: leaf(
+      'metrics-server',
+      'metrics-server',
+      serving(['DNS:metrics-server.kube-system.svc', 'IP:127.0.0.1']),
+    ),
+    frontProxyClient: leaf('front-proxy-client', frontProxyClientName, 'extendedKeyUsage=clientAuth\n'),
+    serviceAccountKey: f('sa.key'),
+    serviceAccountPub: f('sa.pub'),
+    tokenFile: f('tokens.csv'),
+    tokens: ensureTokens(f('tokens.csv')),
+  };
   if (!existsSync(pki.serviceAccountPub)) {
     openssl('genrsa', '-out', pki.serviceAccountKey, '2048');
     openssl('rsa', '-in', pki.serviceAccountKey, '-pubout', '-out', pki.serviceAccountPub);
   }
-  pki.tokens = ensureTokens(pki.tokenFile);
   return pki;
 }
 
-/** Static bearer tokens: one admin (system:masters) and one per control-plane component, under their RBAC identities. */
-function ensureTokens(file: string): Pki['tokens'] {
-  if (!existsSync(file)) {
-    const t = () => randomBytes(24).toString('hex');
-    const rows = [
-      [t(), 'admin', 'admin', 'system:masters'],
-      [t(), 'system:kube-controller-manager', 'system:kube-controller-manager', ''],
-      [t(), 'system:kube-scheduler', 'system:kube-scheduler', ''],
-    ];
-    writeFileSync(
-      file,
-      rows.map(([token, user, uid, groups]) => `${token},${user},${uid},"${groups}"`).join('\n') + '\n',
-      {
-        mode: 0o600,
-      },
-    );
-  }
+/** A key and a cert signed by the CA, at `<base>.key` and `<base>.crt`. */
+function ensureLeaf(base: string, cn: string, extensions: string, caCert: string, caKey: string): CertPair {
+  const pair = { cert: `${base}.crt`, key: `${base}.key` };
+  if (existsSync(pair.cert)) return pair;
+  writeFileSync(`${base}.ext`, extensions);
+  openssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', pair.key, '-out', `${base}.csr`, '-subj', `/CN=${cn}`);
+  openssl(
+    'x509',
+    '-req',
+    '-in',
+    `${base}.csr`,
+    '-CA',
+    caCert,
+    '-CAkey',
+    caKey,
+    '-CAcreateserial',
+    '-out',
+    pair.cert,
+    '-days',
+    '3650',
+    '-extfile',
+    `${base}.ext`,
+  );
+  return pair;
+}
+
+/** Reads the token file, adding a row for each identity it lacks (a stack made by an older version). */
+function ensureTokens(file: string): Tokens {
+  const rows = existsSync(file) ? readFileSync(file, 'utf8').trim().split('\n').filter(Boolean) : [];
   const byUser = new Map<string, string>();
-  for (const line of readFileSync(file, 'utf8').trim().split('\n')) {
+  for (const line of rows) {
     const [token, user] = line.split(',');
     if (token && user) byUser.set(user, token);
   }
-  return {
-    admin: byUser.get('admin') ?? '',
-    controllerManager: byUser.get('system:kube-controller-manager') ?? '',
-    scheduler: byUser.get('system:kube-scheduler') ?? '',
-  };
+  const missing = Object.values(tokenUsers).filter(({ user }) => !byUser.has(user));
+  for (const { user, groups } of missing) {
+    const token = randomBytes(24).toString('hex');
+    byUser.set(user, token);
+    rows.push(`${token},${user},${user},"${groups}"`);
+  }
+  if (missing.length > 0) writeFileSync(file, rows.join('\n') + '\n', { mode: 0o600 });
+  const tokens = {} as Tokens;
+  for (const [key, { user }] of Object.entries(tokenUsers)) tokens[key as keyof Tokens] = byUser.get(user) ?? '';
+  return tokens;
 }
 
 function openssl(...args: string[]): void {

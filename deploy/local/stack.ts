@@ -6,7 +6,8 @@ import path from 'node:path';
 import { binaryPath, cacheRoot, caddy, kubeLocal, kubectl, temporalCli, temporalTestServer } from './components.js';
 import { ensureInstalled, PrerequisiteError } from './install.js';
 import { writeKubeconfig } from './kubeconfig.js';
-import { ensurePki } from './pki.js';
+import { ensurePki, frontProxyClientName, metricsServerUser, type Pki } from './pki.js';
+import { metricsServerArgs, metricsServerObjects, nodeMetricsAnnotation } from './metrics-server.js';
 import type { SearchAttributeType } from '@temporalio/common';
 import { operatorSearchAttributes } from '../../workflows/search-attributes.js';
 import {
@@ -55,6 +56,7 @@ export interface Ports {
   controllerManager: number;
   scheduler: number;
   kwok: number;
+  metricsServer: number;
   temporal: number;
   temporalHttp: number;
   temporalMetrics: number;
@@ -92,6 +94,7 @@ const portSettings: Record<keyof Ports, { what: string; env: string; fallback: n
   },
   scheduler: { what: 'kube-scheduler', env: 'MMO_SCHEDULER_PORT', fallback: 10259, part: 'kube' },
   kwok: { what: 'kwok', env: 'MMO_KWOK_PORT', fallback: 10247, part: 'kube' },
+  metricsServer: { what: 'metrics-server', env: 'MMO_METRICS_SERVER_PORT', fallback: 4443, part: 'kube' },
   temporal: { what: 'Temporal frontend', env: 'MMO_TEMPORAL_PORT', fallback: 7233, part: 'temporal' },
   temporalHttp: { what: 'Temporal HTTP API', env: 'MMO_TEMPORAL_HTTP_PORT', fallback: 7243, part: 'temporal' },
   temporalMetrics: { what: 'Temporal metrics', env: 'MMO_TEMPORAL_METRICS_PORT', fallback: 7244, part: 'temporal' },
@@ -312,6 +315,8 @@ async function startKube(
   writeKubeconfig(kcmConfig, server, pki.caCert, 'system:kube-controller-manager', pki.tokens.controllerManager);
   const schedConfig = path.join(dir, 'scheduler.kubeconfig');
   writeKubeconfig(schedConfig, server, pki.caCert, 'system:kube-scheduler', pki.tokens.scheduler);
+  const metricsConfig = path.join(dir, 'metrics-server.kubeconfig');
+  writeKubeconfig(metricsConfig, server, pki.caCert, metricsServerUser, pki.tokens.metricsServer);
 
   log('starting etcd');
   const etcdUrl = `http://127.0.0.1:${p.etcd}`;
@@ -363,9 +368,9 @@ async function startKube(
         '--secure-port',
         String(p.apiserver),
         '--tls-cert-file',
-        pki.apiserverCert,
+        pki.apiserver.cert,
         '--tls-private-key-file',
-        pki.apiserverKey,
+        pki.apiserver.key,
         '--client-ca-file',
         pki.caCert,
         '--token-auth-file',
@@ -382,6 +387,22 @@ async function startKube(
         '10.96.0.0/16',
         '--endpoint-reconciler-type',
         'none',
+        // The aggregation layer, for metrics-server: the apiserver proxies with this client cert and
+        // the aggregated server trusts the user it names in these headers.
+        '--proxy-client-cert-file',
+        pki.frontProxyClient.cert,
+        '--proxy-client-key-file',
+        pki.frontProxyClient.key,
+        '--requestheader-client-ca-file',
+        pki.caCert,
+        '--requestheader-allowed-names',
+        frontProxyClientName,
+        '--requestheader-username-headers',
+        'X-Remote-User',
+        '--requestheader-group-headers',
+        'X-Remote-Group',
+        '--requestheader-extra-headers-prefix',
+        'X-Remote-Extra-',
         '--allow-privileged',
         '--profiling=false',
         '--cert-dir',
@@ -430,16 +451,37 @@ async function startKube(
     );
   const kcm = component('kube-controller-manager', kcmConfig, p.controllerManager);
   const scheduler = component('kube-scheduler', schedConfig, p.scheduler);
-  const kwok = started(startKwok(info, bin));
+  const kwok = started(startKwok(info, bin, pki));
   await waitUntil(kcm, 'healthy', () => httpOk(`https://127.0.0.1:${p.controllerManager}/healthz`, 'insecure'), 60_000);
   await waitUntil(scheduler, 'healthy', () => httpOk(`https://127.0.0.1:${p.scheduler}/healthz`, 'insecure'), 60_000);
-  await waitUntil(kwok, 'healthy', () => httpOk(`http://127.0.0.1:${p.kwok}/healthz`), 60_000);
+  await waitUntil(kwok, 'healthy', () => httpOk(`https://127.0.0.1:${p.kwok}/healthz`, pki.caCert), 60_000);
 
   applyFakeNode(info);
   await waitUntil(kwok, `marking node ${fakeNodeName} Ready`, async () => nodeReady(info), 60_000);
+
+  log('starting metrics-server');
+  kubectlRun(
+    info,
+    ['apply', '--server-side', '--force-conflicts', '-f', '-'],
+    JSON.stringify(metricsServerObjects(pki, p.metricsServer)),
+  );
+  const metricsServer = started(
+    startProcess(
+      'metrics-server',
+      bin,
+      metricsServerArgs(pki, metricsConfig, p.metricsServer),
+      logFile(info, 'metrics-server'),
+    ),
+  );
+  await waitUntil(
+    metricsServer,
+    'live',
+    () => httpOk(`https://127.0.0.1:${p.metricsServer}/livez`, pki.caCert),
+    60_000,
+  );
 }
 
-function startKwok(info: StackInfo, bin: string): ManagedProcess {
+function startKwok(info: StackInfo, bin: string, pki: Pki): ManagedProcess {
   const stages = path.join(info.stateDir, 'kwok-stages.yaml');
   writeFileSync(stages, execFileSync(bin, ['kwok-stages'], { encoding: 'utf8' }));
   return startProcess(
@@ -456,8 +498,15 @@ function startKwok(info: StackInfo, bin: string): ManagedProcess {
       'kwok.x-k8s.io/node=fake',
       '--cidr',
       '10.244.0.1/16',
+      // The fake node's kubelet is kwok itself: metrics-server scrapes the node's address and port.
       '--node-ip',
-      '10.240.0.10',
+      '127.0.0.1',
+      '--node-port',
+      String(info.ports.kwok),
+      '--tls-cert-file',
+      pki.kwok.cert,
+      '--tls-private-key-file',
+      pki.kwok.key,
       '--node-lease-duration-seconds',
       '40',
       '--server-address',
@@ -492,7 +541,11 @@ function applyFakeNode(info: StackInfo): void {
     kind: 'Node',
     metadata: {
       name: fakeNodeName,
-      annotations: { 'kwok.x-k8s.io/node': 'fake', 'node.alpha.kubernetes.io/ttl': '0' },
+      annotations: {
+        'kwok.x-k8s.io/node': 'fake',
+        'node.alpha.kubernetes.io/ttl': '0',
+        ...nodeMetricsAnnotation(fakeNodeName),
+      },
       labels: {
         'kubernetes.io/hostname': fakeNodeName,
         'kubernetes.io/os': 'linux',
@@ -503,6 +556,13 @@ function applyFakeNode(info: StackInfo): void {
     status: { allocatable: capacity, capacity },
   };
   kubectlRun(info, ['apply', '--server-side', '--force-conflicts', '-f', '-'], JSON.stringify(node));
+  // kwok keeps the addresses a node has; a node made before metrics-server had an unreachable one.
+  const addresses = [
+    { type: 'InternalIP', address: '127.0.0.1' },
+    { type: 'Hostname', address: fakeNodeName },
+  ];
+  const patch = JSON.stringify({ status: { addresses } });
+  kubectlRun(info, ['patch', 'node', fakeNodeName, '--subresource=status', '--type=merge', '-p', patch]);
 }
 
 function nodeReady(info: StackInfo): boolean {

@@ -4,8 +4,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { usageAnnotations } from '../../deploy/local/metrics-server.js';
 import { freePort } from '../../deploy/local/processes.js';
 import { finalizerName, workflowIdFor } from '../../src/core/api.js';
+import { selectorString } from '../../src/core/desired-state.js';
 import { startOptions } from '../../src/informer/workflow-client.js';
 import { stateQuery, workflowType } from '../../workflows/definitions.js';
 import { conditionOf, kubectlFor } from '../support/cluster.js';
@@ -120,18 +122,39 @@ describe('operator lifecycle against the real apiserver', () => {
       return h?.spec.minReplicas === 2 && h?.spec.maxReplicas === 6 ? h : undefined;
     });
     expect(hpa.spec.scaleTargetRef).toMatchObject({ kind: 'Deployment', name: 'fixed' });
-    // This cluster has no metrics-server: the model serves, and says its autoscaler cannot act.
-    const autoscaling = await eventually(
-      'Autoscaling condition False',
+    // metrics-server scrapes kwok's simulated usage (1m CPU at rest): the autoscaler can act.
+    const active = await eventually(
+      'Autoscaling condition True',
       () => {
         const c = conditionOf(k.get('machinemodel', ns, 'fixed'), 'Autoscaling');
-        return c?.status === 'False' ? c : undefined;
+        return c?.status === 'True' ? c : undefined;
       },
-      60_000,
+      120_000,
     );
-    expect(autoscaling.reason).toBe('FailedGetResourceMetric');
-    expect(autoscaling.message).toContain('metrics');
-    expect(phaseOf('fixed')).toBe('Ready');
+    expect(active.reason).toBe('ValidMetricFound');
+    // Raise the load: each pod now uses 4 times the 100m it requests, far above the 80% target.
+    k.kubectl(
+      '-n',
+      ns,
+      'annotate',
+      'pods',
+      '-l',
+      selectorString('fixed'),
+      '--overwrite',
+      `${usageAnnotations.cpu}=400m`,
+    );
+    await eventually(
+      'the HPA scales the Deployment to its maximum',
+      () => (k.get('deployment', ns, 'fixed')?.spec.replicas === 6 ? true : undefined),
+      120_000,
+    );
+    const scaled = await eventually('the model reports 6/6', () => {
+      const m = k.get('machinemodel', ns, 'fixed');
+      return m.status?.ready === '6/6' ? m : undefined;
+    });
+    expect(scaled.status.phase).toBe('Ready');
+    expect(scaled.spec).toMatchObject({ minReplicas: 2, maxReplicas: 6 });
+    expect(conditionOf(scaled, 'Autoscaling')?.status).toBe('True');
     // Back to fixed: the HPA goes away.
     k.kubectl('-n', ns, 'patch', 'mm', 'fixed', '--type=merge', '-p', '{"spec":{"minReplicas":2,"maxReplicas":2}}');
     await eventually('HPA removed', () =>

@@ -1,6 +1,6 @@
 // Command kube-local is one multi-call binary holding etcd, kube-apiserver,
-// kube-controller-manager, kube-scheduler and kwok, so the Kubernetes packages
-// they share are compiled once. It dispatches on the name it was invoked by
+// kube-controller-manager, kube-scheduler, kwok and metrics-server, so the
+// Kubernetes packages they share are compiled once. It dispatches on the name it was invoked by
 // (symlinks) or, failing that, on its first argument.
 package main
 
@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"go.etcd.io/etcd/server/v3/etcdmain"
+	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/component-base/cli"
 	_ "k8s.io/component-base/logs/json/register"
 	_ "k8s.io/component-base/metrics/prometheus/clientgo"
@@ -19,6 +20,8 @@ import (
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	metricsresource "sigs.k8s.io/kwok/kustomize/metrics/resource"
+	metricsusage "sigs.k8s.io/kwok/kustomize/metrics/usage"
 	nodefast "sigs.k8s.io/kwok/kustomize/stage/node/fast"
 	nodeheartbeat "sigs.k8s.io/kwok/kustomize/stage/node/heartbeat-with-lease"
 	podfast "sigs.k8s.io/kwok/kustomize/stage/pod/fast"
@@ -26,6 +29,7 @@ import (
 	kwokcmd "sigs.k8s.io/kwok/pkg/kwok/cmd"
 	kwoklog "sigs.k8s.io/kwok/pkg/log"
 	"sigs.k8s.io/kwok/pkg/utils/signals"
+	metricsserver "sigs.k8s.io/metrics-server/cmd/metrics-server/app"
 )
 
 var commands = map[string]func() int{
@@ -34,6 +38,7 @@ var commands = map[string]func() int{
 	"kube-controller-manager": func() int { return cli.Run(controllermanager.NewControllerManagerCommand()) },
 	"kube-scheduler":          func() int { return cli.Run(scheduler.NewSchedulerCommand()) },
 	"kwok":                    runKwok,
+	"metrics-server":          runMetricsServer,
 	"kwok-stages":             printKwokStages,
 }
 
@@ -45,7 +50,7 @@ func main() {
 	}
 	run, ok := commands[name]
 	if !ok {
-		fmt.Fprintln(os.Stderr, "usage: kube-local {etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kwok|kwok-stages} [flags]")
+		fmt.Fprintln(os.Stderr, "usage: kube-local {etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kwok|kwok-stages|metrics-server} [flags]")
 		os.Exit(2)
 	}
 	os.Exit(run())
@@ -75,9 +80,22 @@ func runKwok() int {
 	return 0
 }
 
-// printKwokStages writes the stages kwokctl uses by default (fast node and pod
-// lifecycle, node heartbeat through a Lease) as one kwok config document stream,
-// taken from the pinned kwok module so they always match the kwok in this binary.
+// runMetricsServer mirrors sigs.k8s.io/metrics-server/cmd/metrics-server.
+func runMetricsServer() int {
+	pflag.CommandLine = pflag.NewFlagSet(os.Args[0], pflag.ExitOnError)
+	command := metricsserver.NewMetricsServerCommand(genericapiserver.SetupSignalHandler())
+	if err := command.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// printKwokStages writes what kwokctl configures by default (fast node and pod
+// lifecycle, node heartbeat through a Lease, and for metrics-server the kubelet's
+// resource metrics with pod usage read from annotations) as one kwok config
+// document stream, taken from the pinned kwok module so it always matches the
+// kwok in this binary.
 func printKwokStages() int {
 	for _, doc := range []string{
 		nodefast.DefaultNodeInit,
@@ -85,6 +103,8 @@ func printKwokStages() int {
 		podfast.DefaultPodReady,
 		podfast.DefaultPodComplete,
 		podfast.DefaultPodDelete,
+		metricsresource.DefaultMetricsResource,
+		metricsusage.DefaultUsageFromAnnotation,
 	} {
 		fmt.Printf("---\n%s\n", doc)
 	}
