@@ -5,6 +5,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { workflowIdFor } from '../../src/core/api.js';
+import { selectorString } from '../../src/core/desired-state.js';
 import { parseOperatorConfig } from '../../src/plumbing/config.js';
 import { createLogger } from '../../src/plumbing/logger.js';
 import { startOperator } from '../../src/operator.js';
@@ -12,6 +13,7 @@ import { installRuntime, shutdownRequested } from '../../src/plumbing/runtime.js
 import { request } from '../../activities/gateway/http.js';
 import { webUiLink } from '../../src/cli/web-ui.js';
 import { CaddyProcess } from './caddy.js';
+import { usageAnnotations } from './metrics-server.js';
 import { PrerequisiteError } from './install.js';
 import { portInUse } from './processes.js';
 import { defaultStateDir, envPort, kubectlRun, up, type StackInfo } from './stack.js';
@@ -82,7 +84,7 @@ async function runOperator(
     }
     await sleep(500);
   }
-  const gatewayURL = gateway ? await published(kubectl, name) : undefined;
+  const route = gateway ? await published(kubectl, name) : undefined;
   say('\nwhere to look:');
   say(`  export KUBECONFIG=${stack.kubeconfig}`);
   say('  kubectl get machinemodels,deployments,services,hpa');
@@ -92,15 +94,20 @@ async function runOperator(
   }
   say(`  npm run mmctl -- status default/${name}`);
   say(`  npm run mmctl -- history default/${name}`);
-  if (gatewayURL) {
+  if (route) {
     // KWOK's pods run nothing: Caddy routes the request and finds no model server behind it.
-    const answer = await request('GET', gatewayURL).then(
-      (r) => `answers ${r.status}${r.status === 502 ? ': routed; no model server runs behind the simulated pods' : ''}`,
-      (err: unknown) => `does not answer: ${err instanceof Error ? err.message : String(err)}`,
-    );
-    say(`  gateway: ${gatewayURL} (${answer})`);
+    const why = route.status === 502 ? ': routed; no model server runs behind the simulated pods' : '';
+    say(`  gateway: ${route.url} (answers ${route.status}${why})`);
   } else if (gateway) {
     say(`  gateway: ${gateway.publicURL} (the model was not published yet: kubectl describe mm ${name})`);
+  }
+  if (stack.managesKube) {
+    // KWOK's pods use what this annotation says; metrics-server reports it to the autoscaler. One CPU
+    // is twice the example's request, far above its 80% target.
+    say(
+      `  load: kubectl annotate pods -l ${selectorString(name)} ${usageAnnotations.cpu}=1 --overwrite` +
+        ` (then kubectl get hpa ${name} -w: it scales up within a minute)`,
+    );
   }
   say(
     '\nthe operator' +
@@ -110,11 +117,24 @@ async function runOperator(
   await Promise.race([operator.done, shutdownRequested(log).then(() => operator.stop())]);
 }
 
-/** The model's gateway URL once its status has one (Ready and published), else undefined after 30 s. */
-async function published(kubectl: (...args: string[]) => string, name: string): Promise<string | undefined> {
+/**
+ * The model's gateway URL and what Caddy answers there, once the route is on this Caddy; undefined
+ * after 30 s. The status alone is not enough: on a stack kept from an earlier run it already names
+ * the URL while the freshly started Caddy has no route yet (connection refused, or Caddy's 404).
+ */
+async function published(
+  kubectl: (...args: string[]) => string,
+  name: string,
+): Promise<{ url: string; status: number } | undefined> {
   for (let i = 0; i < 60; i++) {
     const url = kubectl('get', 'mm', name, '-o', 'jsonpath={.status.gatewayURL}').trim();
-    if (url) return url;
+    const status = url
+      ? await request('GET', url).then(
+          (r) => r.status,
+          () => undefined,
+        )
+      : undefined;
+    if (url && status !== undefined && status !== 404) return { url, status };
     await sleep(500);
   }
   return undefined;

@@ -46,6 +46,11 @@ export interface StackOptions {
   ports: 'fixed' | 'auto';
   /** Wipe etcd and Temporal data first (tests want a clean slate; a person's stack keeps its data). */
   fresh?: boolean;
+  /**
+   * Run metrics-server so autoscalers can act (the default). The benchmarks leave it out: its scrape
+   * of every pod every 10 s is load that none of the contenders they compare causes.
+   */
+  podMetrics?: boolean;
   log?: (line: string) => void;
 }
 
@@ -185,7 +190,7 @@ export async function up(opts: StackOptions): Promise<StackInfo> {
   try {
     // Temporal first: it starts in the background while the control plane comes up.
     const temporal = managesTemporal ? started(startTemporal(info)) : undefined;
-    if (managesKube) await startKube(info, kubeBin, started, log);
+    if (managesKube) await startKube(info, kubeBin, started, log, opts.podMetrics ?? true);
     else log(`using the existing cluster of KUBECONFIG=${info.kubeconfig}`);
     if (temporal) {
       await waitUntil(temporal, 'serving', () => temporalServing(info), 60_000);
@@ -305,6 +310,7 @@ async function startKube(
   bin: string,
   started: (p: ManagedProcess) => ManagedProcess,
   log: (line: string) => void,
+  podMetrics: boolean,
 ): Promise<void> {
   const p = info.ports;
   const dir = info.stateDir;
@@ -459,6 +465,7 @@ async function startKube(
   applyFakeNode(info);
   await waitUntil(kwok, `marking node ${fakeNodeName} Ready`, async () => nodeReady(info), 60_000);
 
+  if (!podMetrics) return;
   log('starting metrics-server');
   kubectlRun(
     info,
@@ -556,12 +563,14 @@ function applyFakeNode(info: StackInfo): void {
     status: { allocatable: capacity, capacity },
   };
   kubectlRun(info, ['apply', '--server-side', '--force-conflicts', '-f', '-'], JSON.stringify(node));
-  // kwok keeps the addresses a node has; a node made before metrics-server had an unreachable one.
+  // Where metrics-server finds the node's kubelet, kwok. kwok keeps what a node has: a node made
+  // before the stack ran metrics-server has an unreachable address and no port.
   const addresses = [
     { type: 'InternalIP', address: '127.0.0.1' },
     { type: 'Hostname', address: fakeNodeName },
   ];
-  const patch = JSON.stringify({ status: { addresses } });
+  const daemonEndpoints = { kubeletEndpoint: { Port: info.ports.kwok } };
+  const patch = JSON.stringify({ status: { addresses, daemonEndpoints } });
   kubectlRun(info, ['patch', 'node', fakeNodeName, '--subresource=status', '--type=merge', '-p', patch]);
 }
 

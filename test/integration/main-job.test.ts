@@ -8,6 +8,8 @@ import { request } from '../../activities/gateway/http.js';
 import { freePort, portInUse } from '../../deploy/local/processes.js';
 import { kubectlFor } from '../support/cluster.js';
 import { eventually } from '../support/eventually.js';
+import { seedExample } from '../support/models.js';
+import { installCrds } from '../support/operator-process.js';
 
 const stack = inject('stack');
 const k = kubectlFor(stack);
@@ -18,6 +20,24 @@ describe('npm start, against the test stack', () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'mmo-main-job-'));
     const admin = await freePort();
     const http = await freePort();
+    // A person's stack keeps its data: the example is there from the last run, its status saying it is
+    // published on a Caddy that has just started empty. The job must wait for the route itself.
+    installCrds(stack);
+    k.apply(seedExample);
+    const stale = {
+      status: { phase: 'Ready', gatewayURL: `http://127.0.0.1:${http}/models/default/image-classifier-v1` },
+    };
+    k.kubectl(
+      '-n',
+      'default',
+      'patch',
+      'mm',
+      'image-classifier-v1',
+      '--subresource=status',
+      '--type=merge',
+      '-p',
+      JSON.stringify(stale),
+    );
     const child = spawn(process.execPath, ['--import', 'tsx', runTs], {
       env: {
         ...process.env,
