@@ -117,8 +117,8 @@ class Source {
     const api = apiClient(kc, KubernetesObjectApi);
     const collection = `${spec.prefix}${namespace ? `/namespaces/${namespace}` : ''}/${spec.resource}`;
     const watchPath = `${collection}?timeoutSeconds=${opts.watchTimeoutSeconds}&allowWatchBookmarks=true`;
-    const list = () =>
-      api.list(
+    const list = async () => {
+      const listed = await api.list(
         spec.apiVersion,
         spec.kind,
         namespace,
@@ -127,7 +127,12 @@ class Source {
         undefined,
         undefined,
         spec.labelSelector,
-      ) as ReturnType<ConstructorParameters<typeof ListWatch<KubernetesObject>>[2]>;
+      );
+      // A list's items come without apiVersion and kind. Cached so, they would read as different from
+      // what the operator applies, and every round after a restart would apply its children again.
+      for (const item of listed.items) Object.assign(item, { apiVersion: spec.apiVersion, kind: spec.kind });
+      return listed;
+    };
     this.lw = new ListWatch(watchPath, new Watch(kc), list, false, spec.labelSelector);
     this.synced = new Promise((resolve) => (this.markSynced = resolve));
     const alive = () => (this.lastActivity = Date.now());

@@ -5,7 +5,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { KubeConfig, type KubernetesObject, type V1Service } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
+import { applyChildrenActivity } from '../../activities/apply-children.js';
 import { KubeClient } from '../../activities/kube-client.js';
+import { defaultBuildOptions } from '../../src/core/desired-state.js';
 import type { MachineModelStatus } from '../../src/core/api.js';
 import type { SignalRequest } from '../../src/informer/event-filter.js';
 import { Informer } from '../../src/informer/informer.js';
@@ -85,6 +87,35 @@ it('reads a child it applied at once, and finds an object the label-filtered wat
   k.apply({ ...service, metadata: { name: 'foreign', namespace: ns } });
   expect(informer.lookup('Service', ns, 'foreign')).toBeUndefined();
   expect((await kube.read('v1', 'Service', ns, 'foreign'))?.metadata?.name).toBe('foreign');
+});
+
+it('after a restart, the children its first list finds are as written: a round applies nothing', async () => {
+  const spec = machineModel(ns, 'restarted', { minReplicas: 1, maxReplicas: 3 });
+  k.apply(spec);
+  const ref = { namespace: ns, name: 'restarted', uid: k.get('machinemodel', ns, 'restarted').metadata.uid };
+  const snapshot = { ref, generation: 1, deleting: false, hasFinalizer: true, spec: spec.spec, specErrors: [] };
+  const first = await applyChildrenActivity({ kube, build: defaultBuildOptions })(snapshot);
+  expect(first.changes).toEqual(['Deployment created', 'Service created', 'HorizontalPodAutoscaler created']);
+
+  // Another process starts: its informer lists the children (a list's items carry no kind).
+  const kc = new KubeConfig();
+  kc.loadFromFile(stack.kubeconfig);
+  const restarted = new KubeClient(kc);
+  const its = new Informer(kc, () => undefined, pino({ level: 'silent' }), {
+    namespaces: [ns],
+    ownWrite: (...version) => restarted.isOwnWrite(...version),
+  });
+  await its.start();
+  try {
+    restarted.readFrom(its);
+    const before = { ...restarted.reads };
+    const again = await applyChildrenActivity({ kube: restarted, build: defaultBuildOptions })(snapshot);
+    expect(again.changes).toEqual([]);
+    expect(again.written).toEqual([]);
+    expect(restarted.reads.cache - before.cache).toBe(3);
+  } finally {
+    await its.stop();
+  }
 });
 
 it("wakes no workflow for the watch events of its own writes, and does for anyone else's", async () => {
