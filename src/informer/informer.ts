@@ -26,7 +26,7 @@ import {
 } from './event-filter.js';
 
 interface SourceSpec {
-  kind: WatchedKind;
+  kind: WatchedKind | 'Namespace';
   apiVersion: string;
   /** URL path segment of the collection, e.g. apis/apps/v1 + deployments. */
   prefix: string;
@@ -52,6 +52,13 @@ const sources: SourceSpec[] = [
     labelSelector: childSelector,
   },
 ];
+
+/**
+ * Namespaces, to know which are being deleted: there every child goes with its model, and the
+ * children's changes (pods going, so Deployments losing availability) wake no round. Optional: without
+ * the permission to watch them, children wake their models as before.
+ */
+const namespaceSource: SourceSpec = { kind: 'Namespace', apiVersion: 'v1', prefix: '/api/v1', resource: 'namespaces' };
 
 /** How long a request waits before the echo check: longer than a write's reply takes to follow its watch event. */
 const echoSettleMs = 50;
@@ -110,7 +117,7 @@ class Source {
     readonly namespace: string | undefined,
     kc: KubeConfig,
     private readonly opts: InformerOptions,
-    private readonly onEvent: (kind: WatchedKind, type: 'added' | 'updated' | 'deleted', obj: WatchedObject) => void,
+    private readonly onEvent: (kind: SourceSpec['kind'], type: WatchEventType, obj: WatchedObject) => void,
     private readonly onRelisted: (source: Source) => void,
     private readonly onFailed: (source: Source, err: unknown, retryInMs: number) => void,
   ) {
@@ -206,11 +213,14 @@ class Source {
 export class Informer {
   private readonly filter = new ChangeFilter();
   private readonly sources: Source[];
+  private readonly namespaces: Source;
   private readonly apiserver?: Reachability;
   private readonly ownWrite: InformerOptions['ownWrite'];
   events = 0;
   /** Events dropped as echoes of this process's own writes. */
   echoes = 0;
+  /** Children's events dropped because their namespace is being deleted. */
+  ignoredInTerminatingNamespaces = 0;
   private held: { kind: WatchedKind; type: WatchEventType; obj: WatchedObject; request: SignalRequest }[] = [];
   private heldTimer: NodeJS.Timeout | undefined;
 
@@ -224,20 +234,26 @@ export class Informer {
     this.apiserver = o.apiserver;
     this.ownWrite = o.ownWrite;
     const namespaces: (string | undefined)[] = o.namespaces.length ? o.namespaces : [undefined];
+    const source = (spec: SourceSpec, ns: string | undefined) =>
+      new Source(
+        spec,
+        ns,
+        kc,
+        o,
+        (k, t, obj) => k !== 'Namespace' && this.handle(k, t, obj),
+        (s) => this.relisted(s),
+        (s, err, retryInMs) => this.failed(s, err, retryInMs),
+      );
     this.sources = [...sources, ...(o.watchHttpRoutes ? [httpRoutes] : [])].flatMap((spec) =>
-      namespaces.map(
-        (ns) =>
-          new Source(
-            spec,
-            ns,
-            kc,
-            o,
-            (k, t, obj) => this.handle(k, t, obj),
-            (s) => this.relisted(s),
-            (s, err, retryInMs) => this.failed(s, err, retryInMs),
-          ),
-      ),
+      namespaces.map((ns) => source(spec, ns)),
     );
+    this.namespaces = source(namespaceSource, undefined);
+  }
+
+  /** Whether the namespace is being deleted, as far as the namespace watch knows (false when it cannot). */
+  private terminating(namespace: string | undefined): boolean {
+    if (!namespace || !this.namespaces.usable) return false;
+    return !!this.namespaces.lw.get(namespace)?.metadata?.deletionTimestamp;
   }
 
   get restarts(): number {
@@ -259,6 +275,10 @@ export class Informer {
     this.events++;
     const request = this.filter.observe(kind, type, obj);
     if (!request) return;
+    if (kind !== 'MachineModel' && this.terminating(request.namespace)) {
+      this.ignoredInTerminatingNamespaces++;
+      return;
+    }
     if (!this.ownWrite) return this.onSignal(request);
     // A write's watch event can arrive before the writer has read the reply that names its version:
     // hold every request briefly (in order) before asking whether it is an echo.
@@ -285,16 +305,19 @@ export class Informer {
 
   private failed(source: Source, err: unknown, retryInMs: number): void {
     // Before the first list of every source, the apiserver not answering is one line, not one per source.
-    if (this.apiserver && !this.sources.every((s) => s.hasSynced)) return this.apiserver.down(apiMessage(err));
+    if (this.apiserver && source !== this.namespaces && !this.sources.every((s) => s.hasSynced))
+      return this.apiserver.down(apiMessage(err));
     this.log.warn({ source: source.label, err: apiMessage(err), retryInMs }, 'list/watch failed; restarting');
   }
 
   /** After a reconnect, look again at every model this source knows of. */
   private relisted(source: Source): void {
     this.log.info({ source: source.label }, 'watch re-established');
+    const kind = source.spec.kind;
+    if (kind === 'Namespace') return;
     const requests = new Map<string, SignalRequest>();
     for (const obj of source.lw.list() as WatchedObject[]) {
-      const request = this.filter.lookAgain(source.spec.kind, obj);
+      const request = this.filter.lookAgain(kind, obj);
       if (request) requests.set(`${request.namespace}/${request.name}`, request);
     }
     for (const request of requests.values()) this.onSignal(request);
@@ -302,13 +325,15 @@ export class Informer {
 
   /** Starts every list+watch; resolves when each has listed once (failures keep retrying in the background). */
   async start(): Promise<void> {
+    // Not awaited: the operator works without it (a missing permission is logged at each retry).
+    void this.namespaces.start();
     await Promise.all(this.sources.map((s) => s.start()));
     await Promise.all(this.sources.map((s) => s.synced));
     this.apiserver?.up();
   }
 
   async stop(): Promise<void> {
-    await Promise.all(this.sources.map((s) => s.stop()));
+    await Promise.all([...this.sources, this.namespaces].map((s) => s.stop()));
     clearTimeout(this.heldTimer);
     this.release();
   }
