@@ -305,8 +305,7 @@ export class Informer {
 
   private failed(source: Source, err: unknown, retryInMs: number): void {
     // Before the first list of every source, the apiserver not answering is one line, not one per source.
-    if (this.apiserver && source !== this.namespaces && !this.sources.every((s) => s.hasSynced))
-      return this.apiserver.down(apiMessage(err));
+    if (this.apiserver && !this.sources.every((s) => s.hasSynced)) return this.apiserver.down(apiMessage(err));
     this.log.warn({ source: source.label, err: apiMessage(err), retryInMs }, 'list/watch failed; restarting');
   }
 
