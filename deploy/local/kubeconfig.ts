@@ -61,3 +61,15 @@ export function writeServiceAccountKubeconfig(opts: {
   if (!cluster) throw new Error(`${opts.adminKubeconfig} has no cluster`);
   write(opts.file, cluster, opts.serviceAccount, token, opts.namespace);
 }
+
+/** The flags a control-plane component (or an aggregated API server) takes to reach, authenticate and authorize through the apiserver. */
+export function componentKubeconfigArgs(kubeconfig: string): string[] {
+  return [
+    '--kubeconfig',
+    kubeconfig,
+    '--authentication-kubeconfig',
+    kubeconfig,
+    '--authorization-kubeconfig',
+    kubeconfig,
+  ];
+}

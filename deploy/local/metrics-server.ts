@@ -1,12 +1,13 @@
 import { readFileSync } from 'node:fs';
+import { componentKubeconfigArgs } from './kubeconfig.js';
 import { metricsServerUser, type Pki } from './pki.js';
 
 /**
  * metrics-server on the local cluster, so HorizontalPodAutoscalers can act. It scrapes kwok, which
- * serves each fake node's kubelet resource metrics from the pods' simulated usage: the annotations
- * below (kwok's default ClusterResourceUsage), 1m CPU and 1Mi memory when absent.
+ * serves each fake node's kubelet resource metrics from the pods' simulated usage: this annotation
+ * (and `kwok.x-k8s.io/usage-memory`; kwok's default ClusterResourceUsage), 1m CPU when absent.
  */
-export const usageAnnotations = { cpu: 'kwok.x-k8s.io/usage-cpu', memory: 'kwok.x-k8s.io/usage-memory' };
+export const cpuUsageAnnotation = 'kwok.x-k8s.io/usage-cpu';
 
 /** Where kwok serves a fake node's kubelet resource metrics; metrics-server reads this node annotation. */
 export function nodeMetricsAnnotation(nodeName: string): Record<string, string> {
@@ -24,12 +25,7 @@ export function metricsServerArgs(pki: Pki, kubeconfig: string, port: number): s
     pki.metricsServer.cert,
     '--tls-private-key-file',
     pki.metricsServer.key,
-    '--kubeconfig',
-    kubeconfig,
-    '--authentication-kubeconfig',
-    kubeconfig,
-    '--authorization-kubeconfig',
-    kubeconfig,
+    ...componentKubeconfigArgs(kubeconfig),
     // The fake node's address and port are kwok's, whose serving cert our CA signed.
     '--kubelet-preferred-address-types',
     'InternalIP',

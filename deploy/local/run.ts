@@ -13,7 +13,7 @@ import { installRuntime, shutdownRequested } from '../../src/plumbing/runtime.js
 import { request } from '../../activities/gateway/http.js';
 import { webUiLink } from '../../src/cli/web-ui.js';
 import { CaddyProcess } from './caddy.js';
-import { usageAnnotations } from './metrics-server.js';
+import { cpuUsageAnnotation } from './metrics-server.js';
 import { PrerequisiteError } from './install.js';
 import { portInUse } from './processes.js';
 import { defaultStateDir, envPort, kubectlRun, up, type StackInfo } from './stack.js';
@@ -105,7 +105,7 @@ async function runOperator(
     // KWOK's pods use what this annotation says; metrics-server reports it to the autoscaler. One CPU
     // is twice the example's request, far above its 80% target.
     say(
-      `  load: kubectl annotate pods -l ${selectorString(name)} ${usageAnnotations.cpu}=1 --overwrite` +
+      `  load: kubectl annotate pods -l ${selectorString(name)} ${cpuUsageAnnotation}=1 --overwrite` +
         ` (then kubectl get hpa ${name} -w: it scales up within a minute)`,
     );
   }

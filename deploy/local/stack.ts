@@ -5,7 +5,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { binaryPath, cacheRoot, caddy, kubeLocal, kubectl, temporalCli, temporalTestServer } from './components.js';
 import { ensureInstalled, PrerequisiteError } from './install.js';
-import { writeKubeconfig } from './kubeconfig.js';
+import { componentKubeconfigArgs, writeKubeconfig } from './kubeconfig.js';
 import { ensurePki, frontProxyClientName, metricsServerUser, type Pki } from './pki.js';
 import { metricsServerArgs, metricsServerObjects, nodeMetricsAnnotation } from './metrics-server.js';
 import type { SearchAttributeType } from '@temporalio/common';
@@ -427,12 +427,7 @@ async function startKube(
         bin,
         [
           name,
-          '--kubeconfig',
-          kubeconfig,
-          '--authentication-kubeconfig',
-          kubeconfig,
-          '--authorization-kubeconfig',
-          kubeconfig,
+          ...componentKubeconfigArgs(kubeconfig),
           '--bind-address',
           '127.0.0.1',
           '--secure-port',
@@ -536,7 +531,12 @@ function fakeNodeCapacity(pods: number) {
 /** Room for `pods` pods on the fake node: its status, through the status subresource (apply ignores status). */
 export function resizeFakeNode(info: StackInfo, pods: number): void {
   const capacity = fakeNodeCapacity(pods);
-  const patch = JSON.stringify({ status: { capacity, allocatable: capacity } });
+  patchFakeNodeStatus(info, { capacity, allocatable: capacity });
+}
+
+/** Node status goes through its subresource: apply ignores it on an existing node. */
+function patchFakeNodeStatus(info: StackInfo, status: object): void {
+  const patch = JSON.stringify({ status });
   kubectlRun(info, ['patch', 'node', fakeNodeName, '--subresource=status', '--type=merge', '-p', patch]);
 }
 
@@ -570,8 +570,7 @@ function applyFakeNode(info: StackInfo): void {
     { type: 'Hostname', address: fakeNodeName },
   ];
   const daemonEndpoints = { kubeletEndpoint: { Port: info.ports.kwok } };
-  const patch = JSON.stringify({ status: { addresses, daemonEndpoints } });
-  kubectlRun(info, ['patch', 'node', fakeNodeName, '--subresource=status', '--type=merge', '-p', patch]);
+  patchFakeNodeStatus(info, { addresses, daemonEndpoints });
 }
 
 function nodeReady(info: StackInfo): boolean {

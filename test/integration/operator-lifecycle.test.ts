@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { usageAnnotations } from '../../deploy/local/metrics-server.js';
+import { cpuUsageAnnotation } from '../../deploy/local/metrics-server.js';
 import { freePort } from '../../deploy/local/processes.js';
 import { finalizerName, workflowIdFor } from '../../src/core/api.js';
 import { selectorString } from '../../src/core/desired-state.js';
@@ -133,16 +133,7 @@ describe('operator lifecycle against the real apiserver', () => {
     );
     expect(active.reason).toBe('ValidMetricFound');
     // Raise the load: each pod now uses 4 times the 100m it requests, far above the 80% target.
-    k.kubectl(
-      '-n',
-      ns,
-      'annotate',
-      'pods',
-      '-l',
-      selectorString('fixed'),
-      '--overwrite',
-      `${usageAnnotations.cpu}=400m`,
-    );
+    k.kubectl('-n', ns, 'annotate', 'pods', '-l', selectorString('fixed'), '--overwrite', `${cpuUsageAnnotation}=400m`);
     await eventually(
       'the HPA scales the Deployment to its maximum',
       () => (k.get('deployment', ns, 'fixed')?.spec.replicas === 6 ? true : undefined),
