@@ -79,6 +79,8 @@ export interface MachineModelWorkflowInput {
   name: string;
   config?: Partial<WorkflowConfig>;
   state?: CarriedState;
+  /** The run version of the code that started this run (patches.ts); absent from older code's runs. */
+  runVersion?: number;
   /** Handed over by continue-as-new: whether a round is due at once, else how long to wait first. */
   dirty?: boolean;
   nextCheckSeconds?: number;

@@ -2,7 +2,6 @@
 // finalizer goes, for as long as the gateway takes to confirm. Every entry point evaluates the
 // `gateway-registration` patch at the same point of the round as before this module existed (the
 // recorded histories prove it).
-import { patched } from '@temporalio/workflow';
 import type { ModelSnapshot, WriteStatusInput, WriteStatusResult } from '../activities/index.js';
 import type { ModelRef } from '../src/core/api.js';
 import { policyOf } from '../src/core/failures.js';
@@ -37,10 +36,13 @@ export interface GatewayContext {
   ): Promise<WriteStatusResult>;
   /** Sleeps up to `seconds`, or less when a signal asks the workflow to look again. */
   waitForSignal(seconds: number, summary: string): Promise<void>;
+  /** Whether this run takes a patched path (run-version.ts). */
+  takesPath(id: PatchId): boolean;
 }
 
 export function gatewaySteps(ctx: GatewayContext) {
   const { state } = ctx;
+  const registers = () => ctx.takesPath(gatewayPatch);
 
   /**
    * Removes the model's route, retrying with capped backoff for as long as the gateway is away: the
@@ -82,7 +84,7 @@ export function gatewaySteps(ctx: GatewayContext) {
      * spec. A gateway outage becomes a condition and an early retry instead of a stuck round.
      */
     async publish(snap: ModelSnapshot): Promise<Publication | undefined> {
-      if (!patched(gatewayPatch) || snap.gatewayConfigured === false) return undefined;
+      if (!registers() || snap.gatewayConfigured === false) return undefined;
       try {
         const r = await stepWith(gatewayStepOptions, 'registerRoute', 'publish on the gateway', snap);
         if (!r.configured) return undefined;
@@ -103,12 +105,12 @@ export function gatewaySteps(ctx: GatewayContext) {
 
     /** While the object is deleting: removes its route; true when one was there. */
     async unpublish(ref: ModelRef, generation: number): Promise<boolean> {
-      return patched(gatewayPatch) && (await removeRoute(ref, generation));
+      return registers() && (await removeRoute(ref, generation));
     },
 
     /** The object is gone or was replaced: what its route left on the gateway goes, by its own uid. */
     async forget(previous: ModelRef): Promise<void> {
-      if (state.routeRegistered && patched(gatewayPatch)) await removeRoute(previous);
+      if (state.routeRegistered && registers()) await removeRoute(previous);
     },
   };
 }

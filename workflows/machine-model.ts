@@ -25,7 +25,6 @@ import {
   allHandlersFinished,
   condition,
   continueAsNew,
-  patched,
   proxySinks,
   setCurrentDetails,
   setHandler,
@@ -57,7 +56,8 @@ import {
   type WorkflowStateView,
 } from './definitions.js';
 import { gatewayRetryMaxSeconds, gatewaySteps } from './gateway.js';
-import type { PatchId } from './patches.js';
+import { currentRunVersion, type PatchId } from './patches.js';
+import { takesPath } from './run-version.js';
 import { phaseAttribute } from './search-attributes.js';
 import { failureOf, localFirst, step } from './steps.js';
 
@@ -121,9 +121,10 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
   const state: CarriedState = input.state ?? { notReadyChecks: 0, rounds: 0, signals: 0, runs: 0 };
   state.runs++;
   // Runs started by older code keep regular activities and every signal until they continue as new.
-  const cheap = patched(cheapRoundsPatch);
+  const takes = (id: PatchId) => takesPath(id, input.runVersion);
+  const cheap = takes(cheapRoundsPatch);
   const kubeStep: typeof localFirst = cheap ? localFirst : step;
-  const finalizerOnlyWithGateway = patched(gatewayFinalizerPatch);
+  const finalizerOnlyWithGateway = takes(gatewayFinalizerPatch);
   // Level-triggered: every run begins by looking, unless it continues a quiet predecessor.
   const loop: LoopState = { dirty: input.dirty ?? true, foreignSignal: false, roundInProgress: false, finished: false };
   let nextCheckSeconds = input.nextCheckSeconds ?? 0;
@@ -163,7 +164,7 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
     loop.dirty = false;
     await condition(() => loop.dirty, `${seconds} seconds`, { summary });
   };
-  const gateway = gatewaySteps({ state, writeStatus, waitForSignal });
+  const gateway = gatewaySteps({ state, writeStatus, waitForSignal, takesPath: takes });
 
   /** One round: read the object, then apply or clean up as the finalizer table says. */
   async function reconcile(): Promise<Round> {
@@ -203,7 +204,8 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
       state.uid = ref.uid;
       state.progressStartedAt = undefined;
       state.notReadyChecks = 0;
-      upsertMemo({ uid: ref.uid });
+      // The informer starts a run with the uid it saw as memo: an event less when it is still the one.
+      if (workflowInfo().memo?.uid !== ref.uid) upsertMemo({ uid: ref.uid });
     }
     if (state.lastGeneration !== generation) {
       state.lastGeneration = generation;
@@ -334,10 +336,14 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
 
     if (outcome.finished) {
       // Signals about the object just finished (its own finalizer removal, its deletion) need no new run.
-      if (patched(ownSignalsPatch) ? loop.foreignSignal : loop.dirty) {
+      if (takes(ownSignalsPatch) ? loop.foreignSignal : loop.dirty) {
         // Something happened to the name after we looked (a new object of the same name): start clean.
         await condition(allHandlersFinished);
-        return continueAsNew<typeof machineModelWorkflow>({ ...key, config: input.config });
+        return continueAsNew<typeof machineModelWorkflow>({
+          ...key,
+          config: input.config,
+          runVersion: currentRunVersion,
+        });
       }
       loop.finished = true;
       await condition(allHandlersFinished);
@@ -345,7 +351,13 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
     }
     if (++roundsThisRun >= cfg.maxRoundsPerRun || workflowInfo().continueAsNewSuggested) {
       await condition(allHandlersFinished);
-      return continueAsNew<typeof machineModelWorkflow>({ ...input, state, dirty: loop.dirty, nextCheckSeconds });
+      return continueAsNew<typeof machineModelWorkflow>({
+        ...input,
+        state,
+        dirty: loop.dirty,
+        nextCheckSeconds,
+        runVersion: currentRunVersion,
+      });
     }
   }
 }

@@ -20,6 +20,21 @@
 //   temporal workflow count --query \
 //     "WorkflowType IN ('machineModelWorkflow','gatewayJanitorWorkflow') AND ExecutionStatus='Running'
 //      AND StartTime < '<when the last worker without the change stopped>'"
+//
+// Run versions: a patch costs every run two history events, its marker and the TemporalChangeVersion
+// search attribute that the SDK's core upserts beside it (six of the 36 events a model took to Ready
+// with three patches). So the code that starts a MachineModel run (the informer, mmctl, continue-as-new)
+// also hands it `runVersion`, and a run at or above a patch's `sinceRunVersion` takes the new path
+// without asking patched(): it was started by code that has the path. A run without it (started by
+// older code) still asks. Adding a path to the run version is a new `currentRunVersion`, never a change
+// to an existing patch's number; a patch whose `sinceRunVersion` is set keeps its stages as above.
+// The limit: a run trusts every worker that runs its tasks to have the paths of its run version. A
+// worker of code with every patch of version 1 (9ff565a and after) records their markers, which replay
+// meets (run-version.ts; the replay test proves it); a worker older than that must not run beside one
+// that starts runs at version 1, so upgrade from 9ff565a or later, or stop the old workers first.
+
+/** The run version that this code starts MachineModel runs at. */
+export const currentRunVersion = 1;
 
 export interface PatchRecord {
   workflow: 'machineModelWorkflow' | 'gatewayJanitorWorkflow';
@@ -30,6 +45,8 @@ export interface PatchRecord {
   stage: 'patched' | 'deprecated';
   /** What must be true before the next stage. */
   next: string;
+  /** Runs started at this run version or later take the new path without a marker. */
+  sinceRunVersion?: number;
 }
 
 export const patches = {
@@ -41,6 +58,7 @@ export const patches = {
     next:
       'deprecate once no run started before the first release with a gateway is open; the recorded ' +
       'history seed-example-upgraded-to-gateway.json (which replays both paths) then retires',
+    sinceRunVersion: 1,
   },
   'finish-ignores-own-signals': {
     workflow: 'machineModelWorkflow',
@@ -48,22 +66,25 @@ export const patches = {
     added: 'a1f244d (2026-11-22)',
     stage: 'patched',
     next: 'deprecate once no run started before a1f244d is open (one day after its rollout and the query above)',
+    sinceRunVersion: 1,
   },
   'cheap-rounds': {
     workflow: 'machineModelWorkflow',
     guards:
       "Kubernetes steps tried first as local activities; watch events of the round's own writes wake no " +
       'round; a deletion without a gateway removes the finalizer without writing a Deleting status first',
-    added: 'the commit that adds it (2026-11-23)',
+    added: 'fd1d0b0 (2026-11-23)',
     stage: 'patched',
     next: 'deprecate once no run started before it is open (one day after its rollout and the query above)',
+    sinceRunVersion: 1,
   },
   'finalizer-only-with-gateway': {
     workflow: 'machineModelWorkflow',
     guards: 'without a gateway a round adds no finalizer (a finalizer already there is still removed on deletion)',
-    added: 'the commit that adds it (2026-11-23)',
+    added: '9ff565a (2026-11-23)',
     stage: 'patched',
     next: 'deprecate once no run started before it is open (one day after its rollout and the query above)',
+    sinceRunVersion: 1,
   },
   'gateway-collisions': {
     workflow: 'gatewayJanitorWorkflow',

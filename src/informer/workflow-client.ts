@@ -10,19 +10,29 @@ import {
   type MachineModelWorkflowInput,
 } from '../../workflows/definitions.js';
 import type { WorkflowConfig } from '../core/reconcile-timing.js';
+import { currentRunVersion } from '../../workflows/patches.js';
 
 export interface StartSettings {
   taskQueue: string;
   workflow: Partial<WorkflowConfig>;
 }
 
-/** Options that start a model's workflow if none runs; its search attributes and summary make it findable. */
-export function startOptions(key: { namespace: string; name: string }, settings: StartSettings) {
-  const input: MachineModelWorkflowInput = { namespace: key.namespace, name: key.name, config: settings.workflow };
+/**
+ * Options that start a model's workflow if none runs; its search attributes and summary make it
+ * findable. `uid`, when the caller knows the object's, becomes the memo the workflow would write.
+ */
+export function startOptions(key: { namespace: string; name: string }, settings: StartSettings, uid?: string) {
+  const input: MachineModelWorkflowInput = {
+    namespace: key.namespace,
+    name: key.name,
+    config: settings.workflow,
+    runVersion: currentRunVersion,
+  };
   return {
     workflowId: workflowIdFor(key.namespace, key.name),
     taskQueue: settings.taskQueue,
     args: [input] as [MachineModelWorkflowInput],
+    ...(uid ? { memo: { uid } } : {}),
     typedSearchAttributes: [
       { key: namespaceAttribute, value: key.namespace },
       { key: nameAttribute, value: key.name },
@@ -46,7 +56,7 @@ export function workflowSender(client: Client, settings: StartSettings) {
       return;
     }
     await client.workflow.signalWithStart(workflowType, {
-      ...startOptions(request, settings),
+      ...startOptions(request, settings, request.hint.uid),
       signal: reconcileSignal,
       signalArgs: [request.hint],
     });

@@ -3,25 +3,13 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { patches } from '../../workflows/patches.js';
+import { patchMarkersOf, type RecordedHistory } from '../support/histories.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const read = (dir: string) =>
   readdirSync(path.join(root, dir))
     .filter((f) => /\.(ts|json)$/.test(f))
     .map((f) => readFileSync(path.join(root, dir, f), 'utf8'));
-
-interface MarkerEvent {
-  markerRecordedEventAttributes?: { markerName?: string; details?: Record<string, { payloads?: { data?: string }[] }> };
-}
-
-/** The patch ids of a history's patch markers (`temporal workflow show -o json` form). */
-function markersOf(history: string): string[] {
-  const events = (JSON.parse(history) as { events: MarkerEvent[] }).events;
-  return events.flatMap((e) => {
-    const data = e.markerRecordedEventAttributes?.details?.['patch-data']?.payloads?.[0]?.data;
-    return data ? [(JSON.parse(Buffer.from(data, 'base64').toString('utf8')) as { id: string }).id] : [];
-  });
-}
 
 describe('the patch table (workflows/patches.ts)', () => {
   const code = read('workflows').join('\n');
@@ -36,6 +24,6 @@ describe('the patch table (workflows/patches.ts)', () => {
   });
 
   it.each(Object.keys(patches))('has a recorded history that carries the marker of %s', (id) => {
-    expect(histories.flatMap(markersOf)).toContain(id);
+    expect(histories.flatMap((h) => patchMarkersOf(JSON.parse(h) as RecordedHistory))).toContain(id);
   });
 });
