@@ -87,13 +87,18 @@ export function applyChildrenActivity({ kube, build }: ActivityDeps) {
       const deployment = await ensure(desired, live, changes, written);
       const service = await readChecked(ref, 'v1', 'Service');
       await ensure(buildService(ref, spec), service, changes, written);
-      const hpa = await readChecked(ref, 'autoscaling/v2', 'HorizontalPodAutoscaler');
       let autoscaler: Live | undefined;
       if (wantsAutoscaler(spec)) {
+        const hpa = await readChecked(ref, 'autoscaling/v2', 'HorizontalPodAutoscaler');
         autoscaler = await ensure(buildAutoscaler(ref, spec, build), hpa, changes, written);
-      } else if (hpa) {
-        await kube.delete(hpa, hpa.metadata?.uid);
-        changes.push({ kind: 'HorizontalPodAutoscaler', action: 'deleted' });
+      } else {
+        // Only an autoscaler this model made is removed, and that one carries the watched labels: a
+        // model without autoscaling asks the apiserver nothing while the watch holds none.
+        const hpa = await kube.readLabelled<Live>('autoscaling/v2', 'HorizontalPodAutoscaler', ref.namespace, ref.name);
+        if (ownershipOf(hpa as Parameters<typeof ownershipOf>[0], ref) === 'ours') {
+          await kube.delete(hpa!, hpa!.metadata?.uid);
+          changes.push({ kind: 'HorizontalPodAutoscaler', action: 'deleted' });
+        }
       }
       readiness = readinessOf(deployment as V1Deployment, autoscaler as V2HorizontalPodAutoscaler | undefined);
       // A rollout this call just began has no pods the scheduler could have refused yet.

@@ -157,6 +157,23 @@ export class KubeClient {
     }
   }
 
+  /**
+   * Like read, for an object that matters only if the operator made it, so that it carries the labels
+   * the informer watches by: a watch that has listed and does not hold it answers without a request.
+   */
+  async readLabelled<T extends KubernetesObject>(
+    apiVersion: string,
+    kind: string,
+    namespace: string,
+    name: string,
+  ): Promise<T | undefined> {
+    if (this.cache && this.cache.lookup(kind, namespace, name) === undefined) {
+      this.reads.cache++;
+      return undefined;
+    }
+    return this.read<T>(apiVersion, kind, namespace, name);
+  }
+
   /** Server-side apply as the operator's field manager, taking over fields others changed (drift). */
   async apply<T extends KubernetesObject>(obj: T): Promise<T> {
     const applied = (await this.objects.patch(

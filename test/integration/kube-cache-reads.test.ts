@@ -146,3 +146,26 @@ it("wakes no workflow for the watch events of its own writes, and does for anyon
   k.kubectl('-n', ns, 'patch', 'service', 'echo', '--type=merge', '-p', '{"spec":{"ports":[{"port":90}]}}');
   await eventually('a signal for the change someone else made', () => (about().length === 1 ? true : undefined));
 });
+
+it('asks the apiserver nothing about an autoscaler a model without autoscaling does not have, and leaves one it did not make alone', async () => {
+  const spec = machineModel(ns, 'plain');
+  k.apply(spec);
+  k.apply({
+    apiVersion: 'autoscaling/v2',
+    kind: 'HorizontalPodAutoscaler',
+    metadata: { name: 'plain', namespace: ns },
+    spec: {
+      scaleTargetRef: { apiVersion: 'apps/v1', kind: 'Deployment', name: 'other' },
+      minReplicas: 1,
+      maxReplicas: 2,
+    },
+  });
+  const ref = { namespace: ns, name: 'plain', uid: k.get('machinemodel', ns, 'plain').metadata.uid };
+  const snapshot = { ref, generation: 1, deleting: false, hasFinalizer: false, spec: spec.spec, specErrors: [] };
+  const before = { ...kube.reads };
+  const applied = await applyChildrenActivity({ kube, build: defaultBuildOptions })(snapshot);
+  expect(applied.changes).toEqual(['Deployment created', 'Service created']);
+  // The Deployment and the Service are new: asked once each, as an unlabelled one would not be in the cache.
+  expect(kube.reads.apiserver - before.apiserver).toBe(2);
+  expect(k.get('horizontalpodautoscaler', ns, 'plain').spec.scaleTargetRef.name).toBe('other');
+});

@@ -12,6 +12,7 @@ import {
   type MachineModelWorkflowInput,
   type RoundOutcome,
 } from '../../workflows/definitions.js';
+import { startOptions } from '../../src/informer/workflow-client.js';
 import { eventually } from '../support/eventually.js';
 import { FakeCluster } from '../support/fake-cluster.js';
 import { useWorkflowTestEnv } from '../support/workflow-env.js';
@@ -40,6 +41,29 @@ describe('machineModelWorkflow', () => {
       // The fake holds the status as soon as the activity ran; the workflow learns it a moment later.
       await eventually('the workflow to see Ready', async () => (await handle.query(stateQuery)).phase === 'Ready');
       expect((await handle.query(stateQuery)).uid).toBe('uid-1');
+      await handle.terminate();
+    });
+  });
+
+  it('runs as the informer starts it (run version, uid as memo) with no patch marker and no memo write', async () => {
+    const cluster = new FakeCluster();
+    cluster.ready = true;
+    cluster.gatewayConfigured = true;
+    const key = { namespace: 'default', name: 'm' };
+    await wf.withWorker(cluster, async (tq) => {
+      const handle = await wf.env.client.workflow.start('machineModelWorkflow', {
+        ...startOptions(key, { taskQueue: tq, workflow: {} }, 'uid-1'),
+        workflowId: `${workflowIdFor('default', 'm')}-${randomUUID()}`,
+      });
+      await eventually('Ready', () => cluster.status?.phase === 'Ready');
+      await eventually('the workflow to see Ready', async () => (await handle.query(stateQuery)).phase === 'Ready');
+      // The run took the patched paths: a finalizer (a gateway is configured), the route published.
+      expect(cluster.finalizers).toEqual([finalizerName]);
+      expect(cluster.calls.registerRoute).toBe(1);
+      const { events } = await handle.fetchHistory();
+      expect((events ?? []).filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_patch')).toEqual([]);
+      expect((events ?? []).filter((e) => e.workflowPropertiesModifiedEventAttributes)).toEqual([]);
+      expect((await handle.describe()).memo).toEqual({ uid: 'uid-1' });
       await handle.terminate();
     });
   });
