@@ -15,13 +15,11 @@ const dir = path.join(root, 'test/histories');
 
 const cmd = new Command('bench:replay')
   .addOption(
-    new Option('--times <n>', 'replays per history')
-      .default(300)
-      .argParser((v) => {
-        const n = Number(v);
-        if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('a whole number >= 1');
-        return n;
-      }),
+    new Option('--times <n>', 'replays per history').default(300).argParser((v) => {
+      const n = Number(v);
+      if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('a whole number >= 1');
+      return n;
+    }),
   )
   .addOption(new Option('--history <file>', 'one history of test/histories instead of all'))
   .parse();
