@@ -28,10 +28,13 @@
 // without asking patched(): it was started by code that has the path. A run without it (started by
 // older code) still asks. Adding a path to the run version is a new `currentRunVersion`, never a change
 // to an existing patch's number; a patch whose `sinceRunVersion` is set keeps its stages as above.
-// The limit: a run trusts every worker that runs its tasks to have the paths of its run version. A
-// worker of code with every patch of version 1 (9ff565a and after) records their markers, which replay
-// meets (run-version.ts; the replay test proves it); a worker older than that must not run beside one
-// that starts runs at version 1, so upgrade from 9ff565a or later, or stop the old workers first.
+// The limit: a run trusts every worker that runs its tasks to know the paths of its run version, at
+// least as patches: such a worker records their markers, which replay meets (run-version.ts; the
+// replay test proves it). So a new path first ships as a plain patch (no `sinceRunVersion`), and joins
+// a new run version only in a later release, once no worker without that patch can still run beside
+// one that starts runs at the new version. Version 1's patches all shipped before it (9ff565a and
+// after); a worker older than 9ff565a must not run beside one that starts runs at version 1: upgrade
+// from 9ff565a or later, or stop the old workers first.
 
 /** The run version that this code starts MachineModel runs at. */
 export const currentRunVersion = 1;
