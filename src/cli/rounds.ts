@@ -5,6 +5,7 @@ import type { temporal } from '@temporalio/proto';
 import type { Phase } from '../core/api.js';
 import type { Readiness } from '../core/status.js';
 import { readinessSummary } from '../core/step-summaries.js';
+import { patches } from '../../workflows/patches.js';
 
 export type HistoryEvent = temporal.api.history.v1.IHistoryEvent;
 type Payload = temporal.api.common.v1.IPayload;
@@ -177,8 +178,10 @@ export function roundsOf(runId: string, events: HistoryEvent[]): RoundRecord[] {
     const summary = decoded<string>(e.userMetadata?.summary);
     if (e.workflowExecutionStartedEventAttributes) {
       const a = e.workflowExecutionStartedEventAttributes;
-      const input = decoded<{ state?: { phase?: Phase } }>(a.input?.payloads?.[0]);
+      const input = decoded<{ state?: { phase?: Phase }; runVersion?: number }>(a.input?.payloads?.[0]);
       phase = input?.state?.phase;
+      // A run at a run version takes cheap-rounds' path without recording its marker (workflows/patches.ts).
+      if ((input?.runVersion ?? 0) >= patches['cheap-rounds'].sinceRunVersion) ignoresEchoes = true;
       wakes.push(a.continuedExecutionRunId ? 'continued as new' : 'workflow started');
     } else if (e.markerRecordedEventAttributes) {
       const m = e.markerRecordedEventAttributes;
