@@ -9,9 +9,12 @@ import { gatewayCondition, type GatewayCondition } from '../src/core/gateway-rou
 import type { Verdict } from '../src/core/status.js';
 import type { CarriedState } from './definitions.js';
 import type { PatchId } from './patches.js';
-import { failureOf, gatewayStepOptions, step, stepWith } from './steps.js';
+import type { Activities } from '../activities/index.js';
+import { failureOf, gatewayStepOptions, localFirstWith, step, stepWith } from './steps.js';
 
 const gatewayPatch: PatchId = 'gateway-registration';
+/** Gateway steps as local activities first: a Ready round with a gateway is one workflow task. */
+const gatewayLocalPatch: PatchId = 'gateway-local-first';
 
 /** Longest wait between attempts to remove a route while the gateway is away. */
 export const gatewayRetryMaxSeconds = 30;
@@ -43,6 +46,14 @@ export interface GatewayContext {
 export function gatewaySteps(ctx: GatewayContext) {
   const { state } = ctx;
   const registers = () => ctx.takesPath(gatewayPatch);
+  const gatewayStep = <K extends 'registerRoute' | 'unregisterRoute'>(
+    name: K,
+    summary: string,
+    ...args: Parameters<Activities[K]>
+  ): ReturnType<Activities[K]> =>
+    ctx.takesPath(gatewayLocalPatch)
+      ? localFirstWith(gatewayStepOptions, name, summary, ...args)
+      : stepWith(gatewayStepOptions, name, summary, ...args);
 
   /**
    * Removes the model's route, retrying with capped backoff for as long as the gateway is away: the
@@ -52,7 +63,7 @@ export function gatewaySteps(ctx: GatewayContext) {
   async function removeRoute(ref: ModelRef, generation?: number): Promise<boolean> {
     for (let attempt = 0; ; attempt++) {
       try {
-        const { removed } = await stepWith(gatewayStepOptions, 'unregisterRoute', 'remove gateway route', ref);
+        const { removed } = await gatewayStep('unregisterRoute', 'remove gateway route', ref);
         state.routeRegistered = false;
         return removed;
       } catch (err) {
@@ -86,7 +97,7 @@ export function gatewaySteps(ctx: GatewayContext) {
     async publish(snap: ModelSnapshot): Promise<Publication | undefined> {
       if (!registers() || snap.gatewayConfigured === false) return undefined;
       try {
-        const r = await stepWith(gatewayStepOptions, 'registerRoute', 'publish on the gateway', snap);
+        const r = await gatewayStep('registerRoute', 'publish on the gateway', snap);
         if (!r.configured) return undefined;
         state.routeRegistered = r.registered || state.routeRegistered;
         return { changes: r.changes, condition: r.condition, url: r.url ?? null, retrySoon: false };

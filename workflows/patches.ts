@@ -89,6 +89,17 @@ export const patches = {
     next: 'deprecate once no run started before it is open (one day after its rollout and the query above)',
     sinceRunVersion: 1,
   },
+  'gateway-local-first': {
+    workflow: 'machineModelWorkflow',
+    guards:
+      'gateway steps (publish, remove a route) tried first as local activities, then as regular ones with ' +
+      'their retry policy',
+    added: 'the commit that adds it (2026-11-24)',
+    stage: 'patched',
+    next:
+      'join a run version in a later release (patches.ts, "Run versions"); deprecate once no run started ' +
+      'before it is open',
+  },
   'gateway-collisions': {
     workflow: 'gatewayJanitorWorkflow',
     guards: 'the janitor withdraws the younger of two routes whose prefixes collide',

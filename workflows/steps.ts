@@ -79,6 +79,16 @@ export function localFirst<K extends keyof Activities>(
   summary: string,
   ...args: Parameters<Activities[K]>
 ): ReturnType<Activities[K]> {
+  return localFirstWith(kubeStepOptions, name, summary, ...args);
+}
+
+/** As localFirst, going on as a regular activity with `fallback`'s retry policy. */
+export function localFirstWith<K extends keyof Activities>(
+  fallback: ActivityOptions,
+  name: K,
+  summary: string,
+  ...args: Parameters<Activities[K]>
+): ReturnType<Activities[K]> {
   const local: Promise<unknown> = (
     localActivities[name] as unknown as Step<K, LocalActivityOptions>
   ).executeWithOptions({ ...kubeLocalStepOptions, summary }, args);
@@ -86,7 +96,7 @@ export function localFirst<K extends keyof Activities>(
     const err = asActivityFailure(thrown, name);
     const failure = failureOf(err);
     if (!failure || failure.nonRetryable) throw err;
-    return stepWith(kubeStepOptions, name, `${summary} (retrying)`, ...args) as Promise<unknown>;
+    return stepWith(fallback, name, `${summary} (retrying)`, ...args) as Promise<unknown>;
   }) as ReturnType<Activities[K]>;
 }
 

@@ -13,7 +13,9 @@ import {
   type RoundOutcome,
 } from '../../workflows/definitions.js';
 import { startOptions } from '../../src/informer/workflow-client.js';
+import { patches, type PatchId, type PatchRecord } from '../../workflows/patches.js';
 import { eventually } from '../support/eventually.js';
+import { patchMarkersOf, type RecordedHistory } from '../support/histories.js';
 import { FakeCluster } from '../support/fake-cluster.js';
 import { useWorkflowTestEnv } from '../support/workflow-env.js';
 
@@ -45,7 +47,7 @@ describe('machineModelWorkflow', () => {
     });
   });
 
-  it('runs as the informer starts it (run version, uid as memo) with no patch marker and no memo write', async () => {
+  it('runs as the informer starts it (run version, uid as memo): no marker of a run-versioned patch, no memo write', async () => {
     const cluster = new FakeCluster();
     cluster.ready = true;
     cluster.gatewayConfigured = true;
@@ -61,7 +63,12 @@ describe('machineModelWorkflow', () => {
       expect(cluster.finalizers).toEqual([finalizerName]);
       expect(cluster.calls.registerRoute).toBe(1);
       const { events } = await handle.fetchHistory();
-      expect((events ?? []).filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_patch')).toEqual([]);
+      // No marker of a patch whose path its run version already takes.
+      expect(patchMarkersOf({ events: (events ?? []) as RecordedHistory['events'] })).toEqual(
+        Object.entries(patches as Record<PatchId, PatchRecord>)
+          .filter(([, p]) => p.workflow === 'machineModelWorkflow' && p.sinceRunVersion === undefined)
+          .map(([id]) => id),
+      );
       expect((events ?? []).filter((e) => e.workflowPropertiesModifiedEventAttributes)).toEqual([]);
       expect((await handle.describe()).memo).toEqual({ uid: 'uid-1' });
       await handle.terminate();
