@@ -95,8 +95,8 @@ export function applyChildrenActivity({ kube, build }: ActivityDeps) {
         // Only an autoscaler this model made is removed, and that one carries the watched labels: a
         // model without autoscaling asks the apiserver nothing while the watch holds none.
         const hpa = await kube.readLabelled<Live>('autoscaling/v2', 'HorizontalPodAutoscaler', ref.namespace, ref.name);
-        if (ownershipOf(hpa as Parameters<typeof ownershipOf>[0], ref) === 'ours') {
-          await kube.delete(hpa!, hpa!.metadata?.uid);
+        if (hpa && ownershipOf(hpa as Parameters<typeof ownershipOf>[0], ref) === 'ours') {
+          await kube.delete(hpa, hpa.metadata?.uid);
           changes.push({ kind: 'HorizontalPodAutoscaler', action: 'deleted' });
         }
       }

@@ -2,14 +2,13 @@
 // finalizer goes, for as long as the gateway takes to confirm. Every entry point evaluates the
 // `gateway-registration` patch at the same point of the round as before this module existed (the
 // recorded histories prove it).
-import type { ModelSnapshot, WriteStatusInput, WriteStatusResult } from '../activities/index.js';
+import type { Activities, ModelSnapshot, WriteStatusInput, WriteStatusResult } from '../activities/index.js';
 import type { ModelRef } from '../src/core/api.js';
 import { policyOf } from '../src/core/failures.js';
 import { gatewayCondition, type GatewayCondition } from '../src/core/gateway-route.js';
 import type { Verdict } from '../src/core/status.js';
 import type { CarriedState } from './definitions.js';
 import type { PatchId } from './patches.js';
-import type { Activities } from '../activities/index.js';
 import { failureOf, gatewayStepOptions, localFirstWith, step, stepWith } from './steps.js';
 
 const gatewayPatch: PatchId = 'gateway-registration';

@@ -34,7 +34,10 @@ describe('replay of recorded histories', () => {
   const runVersioned = Object.entries(patches)
     .filter(([, p]) => (p as PatchRecord).sinceRunVersion !== undefined)
     .map(([id]) => id);
-  const byOlderWorker = files.filter((f) => runVersioned.every((id) => patchMarkersOf(read(f)).includes(id)));
+  const byOlderWorker = files.filter((f) => {
+    const marked = patchMarkersOf(read(f));
+    return runVersioned.every((id) => marked.includes(id));
+  });
 
   it('has histories that an older worker with every run-versioned patch recorded', () => {
     expect(byOlderWorker.length).toBeGreaterThanOrEqual(1);
