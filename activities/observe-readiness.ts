@@ -1,6 +1,5 @@
 import type { V1Deployment, V2HorizontalPodAutoscaler } from '@kubernetes/client-node';
 import type { ModelRef } from '../src/core/api.js';
-import { selectorString } from '../src/core/desired-state.js';
 import { unschedulablePods } from '../src/core/pod-scheduling.js';
 import { readinessOf } from '../src/core/readiness.js';
 import { isReady, type Readiness } from '../src/core/status.js';
@@ -14,7 +13,7 @@ export async function withScheduling(
   readiness: Readiness,
 ): Promise<Readiness> {
   if (isReady(readiness)) return readiness;
-  const pods = await kube.listPods(ref.namespace, selectorString(ref.name)).catch((err: unknown) => {
+  const pods = await kube.listPods(ref.namespace, ref.name).catch((err: unknown) => {
     throw kubeFailure(err, `listing the Pods of ${ref.namespace}/${ref.name}`);
   });
   const unschedulable = unschedulablePods(pods);

@@ -9,7 +9,7 @@ export const workflowType = 'machineModelWorkflow';
 
 /** Why the informer says "look again"; never the spec itself (the workflow always reads the current object). */
 export interface ReconcileHint {
-  source: 'MachineModel' | 'Deployment' | 'Service' | 'HorizontalPodAutoscaler' | 'HTTPRoute';
+  source: 'MachineModel' | 'Deployment' | 'Service' | 'HorizontalPodAutoscaler' | 'HTTPRoute' | 'Pod';
   event: 'added' | 'updated' | 'deleted' | 'relisted';
   resourceVersion?: string;
   generation?: number;

@@ -1,10 +1,11 @@
 // Which watch events can change a reconcile's outcome, and which workflow they wake. Pure apart from
 // the memory of what was last seen per object, which a re-list may replay without consequence.
 import { isModelController, labels, resyncAnnotation } from '../core/api.js';
+import { unschedulablePods } from '../core/pod-scheduling.js';
 import type { RolloutStatus } from '../core/readiness.js';
 import type { ReconcileHint } from '../../workflows/definitions.js';
 
-export type WatchedKind = 'MachineModel' | 'Deployment' | 'Service' | 'HorizontalPodAutoscaler' | 'HTTPRoute';
+export type WatchedKind = 'MachineModel' | 'Deployment' | 'Service' | 'HorizontalPodAutoscaler' | 'HTTPRoute' | 'Pod';
 export type WatchEventType = 'added' | 'updated' | 'deleted';
 
 /** Loose view of any watched object: only the fields the filter reads. */
@@ -93,8 +94,13 @@ export function fingerprint(kind: WatchedKind, obj: WatchedObject): string {
     case 'Service':
     case 'HTTPRoute':
       return JSON.stringify([...common, owners, m.labels, obj.spec]);
+    case 'Pod':
+      return unschedulablePods([obj])?.message ?? placeable;
   }
 }
+
+/** The fingerprint of a Pod the scheduler has placed or has not yet tried to. */
+const placeable = '';
 
 /**
  * Remembers the last fingerprint per object and which MachineModels exist, and turns relevant events
@@ -124,6 +130,7 @@ export class ChangeFilter {
       generation: obj.metadata?.generation,
       uid: modelUidOf(kind, obj),
     };
+    if (kind === 'Pod') return this.observePod(type, obj, id) ? { ...key, signal: 'reconcile', hint } : undefined;
     if (type === 'deleted') {
       this.seen.delete(id);
       if (kind === 'MachineModel') return { ...key, signal: 'deleted', hint, uid: obj.metadata?.uid };
@@ -133,6 +140,18 @@ export class ChangeFilter {
     if (this.seen.get(id) === print) return undefined;
     this.seen.set(id, print);
     return { ...key, signal: 'reconcile', hint };
+  }
+
+  /**
+   * Whether the scheduler's verdict on a Pod changed. The rest of a Pod's life shows in its
+   * Deployment's status, which is watched; only stuck Pods are remembered, so the memory stays small.
+   */
+  private observePod(type: WatchEventType, obj: WatchedObject, id: string): boolean {
+    const before = this.seen.get(id) ?? placeable;
+    const after = type === 'deleted' ? placeable : fingerprint('Pod', obj);
+    if (after === placeable) this.seen.delete(id);
+    else this.seen.set(id, after);
+    return before !== after;
   }
 
   /** After a reconnect: look again at the object's model, unless that model is known to be gone. */

@@ -11,7 +11,14 @@
 //   no sign of life well past that;
 // - a re-list only reports objects that changed: after a restart every cached MachineModel is
 //   signalled again, so a change missed while disconnected is still looked at.
-import { KubeConfig, KubernetesObjectApi, ListWatch, Watch, type KubernetesObject } from '@kubernetes/client-node';
+import {
+  KubeConfig,
+  KubernetesObjectApi,
+  ListWatch,
+  Watch,
+  type KubernetesObject,
+  type V1Pod,
+} from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { childSelector, group, plural, version } from '../core/api.js';
 import { apiClient } from '../plumbing/kube-api.js';
@@ -32,6 +39,20 @@ interface SourceSpec {
   prefix: string;
   resource: string;
   labelSelector?: string;
+  /** Strips in place what the operator never reads, before the object is cached. */
+  keep?: (obj: KubernetesObject) => void;
+}
+
+/**
+ * A model's Pods are many and large (their managed fields alone are kilobytes); the operator reads
+ * only whether the scheduler placed them (src/core/pod-scheduling.ts), so the cache keeps just that.
+ */
+function keepSchedulingView(obj: KubernetesObject): void {
+  const pod = obj as V1Pod;
+  const { name, namespace, uid, resourceVersion, labels, deletionTimestamp } = pod.metadata ?? {};
+  pod.metadata = { name, namespace, uid, resourceVersion, labels, deletionTimestamp };
+  pod.status = { conditions: pod.status?.conditions?.filter((c) => c.type === 'PodScheduled') };
+  delete pod.spec;
 }
 
 const sources: SourceSpec[] = [
@@ -50,6 +71,16 @@ const sources: SourceSpec[] = [
     prefix: '/apis/autoscaling/v2',
     resource: 'horizontalpodautoscalers',
     labelSelector: childSelector,
+  },
+  // A Pod no node can place changes no Deployment status: watched, it wakes its model at once, so
+  // readiness needs no polling (and no listing: its scheduling is read from here).
+  {
+    kind: 'Pod',
+    apiVersion: 'v1',
+    prefix: '/api/v1',
+    resource: 'pods',
+    labelSelector: childSelector,
+    keep: keepSchedulingView,
   },
 ];
 
@@ -137,15 +168,20 @@ class Source {
       );
       // A list's items come without apiVersion and kind. Cached so, they would read as different from
       // what the operator applies, and every round after a restart would apply its children again.
-      for (const item of listed.items) Object.assign(item, { apiVersion: spec.apiVersion, kind: spec.kind });
+      for (const item of listed.items) {
+        Object.assign(item, { apiVersion: spec.apiVersion, kind: spec.kind });
+        spec.keep?.(item);
+      }
       return listed;
     };
     this.lw = new ListWatch(watchPath, new Watch(kc), list, false, spec.labelSelector);
     this.synced = new Promise((resolve) => (this.markSynced = resolve));
     const alive = () => (this.lastActivity = Date.now());
     this.lw.on('connect', alive);
-    this.lw.on('add', (o) => (alive(), this.onEvent(spec.kind, 'added', o as WatchedObject)));
-    this.lw.on('update', (o) => (alive(), this.onEvent(spec.kind, 'updated', o as WatchedObject)));
+    // The ListWatch has cached the very object it hands to its first listener: `keep` trims the cached copy.
+    const keep = spec.keep ?? (() => undefined);
+    this.lw.on('add', (o) => (alive(), keep(o), this.onEvent(spec.kind, 'added', o as WatchedObject)));
+    this.lw.on('update', (o) => (alive(), keep(o), this.onEvent(spec.kind, 'updated', o as WatchedObject)));
     this.lw.on('delete', (o) => (alive(), this.onEvent(spec.kind, 'deleted', o as WatchedObject)));
     this.lw.on('error', (err) => this.failed(err));
   }
@@ -266,9 +302,21 @@ export class Informer {
    * (activities/kube-client.ts); callers must not change what they get.
    */
   lookup(kind: string, namespace: string, name: string): KubernetesObject | undefined | 'unknown' {
-    const source = this.sources.find((s) => s.spec.kind === kind && (!s.namespace || s.namespace === namespace));
-    if (!source?.usable) return 'unknown';
+    const source = this.usableSource(kind, namespace);
+    if (!source) return 'unknown';
     return source.lw.get(name, namespace);
+  }
+
+  private usableSource(kind: string, namespace: string): Source | undefined {
+    const source = this.sources.find((s) => s.spec.kind === kind && (!s.namespace || s.namespace === namespace));
+    return source?.usable ? source : undefined;
+  }
+
+  /** Every watched object of `kind` in the namespace, as the cache holds them; 'unknown' as for `lookup`. */
+  list(kind: string, namespace: string): readonly KubernetesObject[] | 'unknown' {
+    const source = this.usableSource(kind, namespace);
+    if (!source) return 'unknown';
+    return source.lw.list(namespace);
   }
 
   private handle(kind: WatchedKind, type: 'added' | 'updated' | 'deleted', obj: WatchedObject): void {
@@ -313,7 +361,8 @@ export class Informer {
   private relisted(source: Source): void {
     this.log.info({ source: source.label }, 'watch re-established');
     const kind = source.spec.kind;
-    if (kind === 'Namespace') return;
+    // A relisted Pod that changed went through the filter already; the others have nothing to say.
+    if (kind === 'Namespace' || kind === 'Pod') return;
     const requests = new Map<string, SignalRequest>();
     for (const obj of source.lw.list() as WatchedObject[]) {
       const request = this.filter.lookAgain(kind, obj);

@@ -5,11 +5,13 @@ import { defaultBuildOptions, type BuildOptions } from '../core/desired-state.js
 import { defaultWorkflowConfig, type WorkflowConfig } from '../core/reconcile-timing.js';
 
 /**
- * The first readiness recheck of the workflows this operator starts (in their input, so runs already
- * going keep theirs). Longer than the workflow's own default of 2 s: the watch wakes a model on every
- * change of its rollout, and at N=1000 the rechecks at 2, 4 and 8 s were rounds that found nothing new.
+ * The readiness rechecks of the workflows this operator starts (in their input, so runs already going
+ * keep theirs): a safety net only. The watch wakes a model on every change of its rollout, its
+ * autoscaler and its Pods' scheduling; at N=1000 rechecks every 10 s or more often were rounds that
+ * found nothing new while the cluster took minutes to make Deployments available.
  */
-const readinessRecheckSeconds = 10;
+const readinessRecheckSeconds = 60;
+const readinessRecheckMaxSeconds = 300;
 
 export interface TemporalConfig {
   address: string;
@@ -239,9 +241,8 @@ function operatorCommand(): Command {
     .addOption(
       new Option(
         '--readiness-recheck <seconds>',
-        'first wait before a progressing model is looked at again without any event (doubling up to 60 s); ' +
-          "the watch wakes it on every change of its Deployment's rollout, so this is the safety net, and how " +
-          'soon a Pod no node can place is noticed (Pods are not watched)',
+        `first wait before a progressing model is looked at again without any event (doubling up to ${readinessRecheckMaxSeconds} s); ` +
+          "the watch wakes it on every change of its Deployment's rollout and of its Pods' scheduling, so this is a safety net",
       )
         .env('MMO_READINESS_RECHECK_SECONDS')
         .argParser(positiveInt('--readiness-recheck'))
@@ -380,7 +381,10 @@ export function parseOperatorConfig(argv: string[]): OperatorConfig {
     workflow: {
       progressDeadlineSeconds: o.progressDeadline,
       driftCheckSeconds: o.driftCheck,
-      readinessRecheckSeconds: { initial: o.readinessRecheck, max: defaultWorkflowConfig.readinessRecheckSeconds.max },
+      readinessRecheckSeconds: {
+        initial: o.readinessRecheck,
+        max: Math.max(o.readinessRecheck, readinessRecheckMaxSeconds),
+      },
     },
     gateway: gatewayConfigFrom(o),
     gatewaySweepSeconds: o.gatewaySweep,

@@ -2,12 +2,14 @@
 // the process's own write must see that write, although the watch has not delivered it yet; an
 // object the label-filtered child watches cannot see is still found.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { KubeConfig, type KubernetesObject, type V1Service } from '@kubernetes/client-node';
+import { KubeConfig, type KubernetesObject, type V1Pod, type V1Service } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { applyChildrenActivity } from '../../activities/apply-children.js';
 import { KubeClient } from '../../activities/kube-client.js';
-import { defaultBuildOptions } from '../../src/core/desired-state.js';
+import { childLabels, defaultBuildOptions } from '../../src/core/desired-state.js';
+import { unschedulablePods } from '../../src/core/pod-scheduling.js';
+import { isReady } from '../../src/core/status.js';
 import type { MachineModelStatus } from '../../src/core/api.js';
 import type { SignalRequest } from '../../src/informer/event-filter.js';
 import { Informer } from '../../src/informer/informer.js';
@@ -112,7 +114,9 @@ it('after a restart, the children its first list finds are as written: a round a
     const again = await applyChildrenActivity({ kube: restarted, build: defaultBuildOptions })(snapshot);
     expect(again.changes).toEqual([]);
     expect(again.written).toEqual([]);
-    expect(restarted.reads.cache - before.cache).toBe(3);
+    // The Deployment, the Service, the autoscaler, and the Pods if the rollout is not yet Ready.
+    expect(restarted.reads.cache - before.cache).toBe(isReady(again.readiness!) ? 3 : 4);
+    expect(restarted.reads.apiserver).toBe(before.apiserver);
   } finally {
     await its.stop();
   }
@@ -168,4 +172,32 @@ it('asks the apiserver nothing about an autoscaler a model without autoscaling d
   // The Deployment and the Service are new: asked once each, as an unlabelled one would not be in the cache.
   expect(kube.reads.apiserver - before.apiserver).toBe(2);
   expect(k.get('horizontalpodautoscaler', ns, 'plain').spec.scaleTargetRef.name).toBe('other');
+});
+
+it('wakes a model as soon as the scheduler cannot place one of its Pods, and reads Pods from a cache that keeps only their scheduling', async () => {
+  k.apply(machineModel(ns, 'stuck'));
+  await eventually('the model in the cache', () => (informer.lookup('MachineModel', ns, 'stuck') ? true : undefined));
+  const pod = (name: string, model: string) => ({
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name, namespace: ns, labels: childLabels(model) },
+    spec: { nodeSelector: { 'no-such-node': 'anywhere' }, containers: [{ name: 'server', image: 'model:1' }] },
+  });
+  k.apply(pod('stuck-1', 'stuck'));
+  k.apply(pod('other-1', 'other'));
+  const woken = await eventually('a signal from the Pod', () =>
+    signalled.find((r) => r.name === 'stuck' && r.hint.source === 'Pod'),
+  );
+  expect(woken).toMatchObject({ namespace: ns, signal: 'reconcile', hint: { event: 'updated' } });
+
+  const cached = informer.lookup('Pod', ns, 'stuck-1') as V1Pod;
+  expect(cached.spec).toBeUndefined();
+  expect(cached.metadata?.managedFields).toBeUndefined();
+  expect(cached.status?.conditions?.map((c) => c.type)).toEqual(['PodScheduled']);
+
+  const before = { ...kube.reads };
+  const pods = await kube.listPods(ns, 'stuck');
+  expect(pods.map((p) => p.metadata?.name)).toEqual(['stuck-1']);
+  expect(unschedulablePods(pods)?.message).toContain('node(s) didn');
+  expect(kube.reads).toEqual({ cache: before.cache + 1, apiserver: before.apiserver });
 });

@@ -22,7 +22,7 @@ describe('parseOperatorConfig', () => {
     expect(c.workflow).toEqual({
       progressDeadlineSeconds: 600,
       driftCheckSeconds: 600,
-      readinessRecheckSeconds: { initial: 10, max: 60 },
+      readinessRecheckSeconds: { initial: 60, max: 300 },
     });
   });
 
@@ -34,7 +34,7 @@ describe('parseOperatorConfig', () => {
     expect(c.namespaces).toEqual(['a', 'b']);
     expect(c.temporal.taskQueue).toBe('q-flag');
     expect(c.workflow.progressDeadlineSeconds).toBe(30);
-    expect(c.workflow.readinessRecheckSeconds).toEqual({ initial: 3, max: 60 });
+    expect(c.workflow.readinessRecheckSeconds).toEqual({ initial: 3, max: 300 });
     expect(parseOperatorConfig(['--sticky-queue-timeout', '60']).stickyQueueTimeoutSeconds).toBe(60);
   });
 

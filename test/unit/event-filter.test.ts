@@ -117,6 +117,47 @@ describe('ChangeFilter', () => {
     expect(f.observe('HorizontalPodAutoscaler', 'updated', hpa('True', 3))).toBeDefined();
   });
 
+  it("wakes a model only when whether the scheduler can place one of its Pods changes, not on a Pod's progress", () => {
+    const f = new ChangeFilter();
+    f.observe('MachineModel', 'added', model());
+    const pod = (name: string, scheduled: { status: string; reason?: string; message?: string }): WatchedObject => ({
+      metadata: {
+        name,
+        namespace: 'ns',
+        uid: `uid-${name}`,
+        labels: { 'app.kubernetes.io/instance': 'm' },
+        ownerReferences: [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'm-1', uid: 'rs', controller: true }],
+      },
+      status: { conditions: [{ type: 'PodScheduled', ...scheduled }] },
+    });
+    const placed = { status: 'True' };
+    const stuck = (message: string) => ({ status: 'False', reason: 'Unschedulable', message });
+    // A healthy Pod's life shows in its Deployment's status: no signal of its own.
+    expect(f.observe('Pod', 'added', pod('p1', { status: 'False' }))).toBeUndefined();
+    expect(f.observe('Pod', 'updated', pod('p1', placed))).toBeUndefined();
+    expect(f.observe('Pod', 'deleted', pod('p1', placed))).toBeUndefined();
+    // No node fits: the model hears of it, once per message.
+    expect(f.observe('Pod', 'added', pod('p2', stuck('0/1 nodes: Insufficient gpu')))).toMatchObject({
+      namespace: 'ns',
+      name: 'm',
+      signal: 'reconcile',
+      hint: { source: 'Pod', event: 'added' },
+    });
+    expect(f.observe('Pod', 'updated', pod('p2', stuck('0/1 nodes: Insufficient gpu')))).toBeUndefined();
+    expect(f.observe('Pod', 'updated', pod('p2', stuck('0/2 nodes: Insufficient gpu')))).toBeDefined();
+    // Placed after all, or gone while stuck: the Pending reason must be cleared.
+    expect(f.observe('Pod', 'updated', pod('p2', placed))).toBeDefined();
+    expect(f.observe('Pod', 'added', pod('p3', stuck('no')))).toBeDefined();
+    expect(f.observe('Pod', 'deleted', pod('p3', stuck('no')))).toBeDefined();
+    // The Pods of an unknown model wake nobody.
+    expect(
+      f.observe('Pod', 'added', {
+        ...pod('p4', stuck('no')),
+        metadata: { ...pod('p4', stuck('no')).metadata, labels: { 'app.kubernetes.io/instance': 'other' } },
+      }),
+    ).toBeUndefined();
+  });
+
   it('finds the owning model from the controller reference, else the instance label', () => {
     expect(modelKeyOf('Service', deployment({}))).toEqual({ namespace: 'ns', name: 'm' });
     expect(
