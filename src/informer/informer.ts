@@ -72,17 +72,22 @@ const sources: SourceSpec[] = [
     resource: 'horizontalpodautoscalers',
     labelSelector: childSelector,
   },
-  // A Pod no node can place changes no Deployment status: watched, it wakes its model at once, so
-  // readiness needs no polling (and no listing: its scheduling is read from here).
-  {
-    kind: 'Pod',
-    apiVersion: 'v1',
-    prefix: '/api/v1',
-    resource: 'pods',
-    labelSelector: childSelector,
-    keep: keepSchedulingView,
-  },
 ];
+
+/**
+ * The models' Pods. A Pod no node can place changes no Deployment status: watched, it wakes its
+ * model at once, so readiness needs no polling (and no listing: its scheduling is read from here).
+ * Optional, as an operator whose role predates it may not watch Pods: then readiness lists them,
+ * and an unschedulable Pod is noticed at the next readiness recheck or Deployment change.
+ */
+const podSource: SourceSpec = {
+  kind: 'Pod',
+  apiVersion: 'v1',
+  prefix: '/api/v1',
+  resource: 'pods',
+  labelSelector: childSelector,
+  keep: keepSchedulingView,
+};
 
 /**
  * Namespaces, to know which are being deleted: there every child goes with its model, and the
@@ -249,6 +254,8 @@ class Source {
 export class Informer {
   private readonly filter = new ChangeFilter();
   private readonly sources: Source[];
+  /** Watched when permitted; the operator works without them (a missing permission is logged at each retry). */
+  private readonly pods: Source[];
   private readonly namespaces: Source;
   private readonly apiserver?: Reachability;
   private readonly ownWrite: InformerOptions['ownWrite'];
@@ -283,6 +290,7 @@ export class Informer {
     this.sources = [...sources, ...(o.watchHttpRoutes ? [httpRoutes] : [])].flatMap((spec) =>
       namespaces.map((ns) => source(spec, ns)),
     );
+    this.pods = namespaces.map((ns) => source(podSource, ns));
     this.namespaces = source(namespaceSource, undefined);
   }
 
@@ -293,7 +301,7 @@ export class Informer {
   }
 
   get restarts(): number {
-    return this.sources.reduce((n, s) => n + s.restarts, 0);
+    return [...this.sources, ...this.pods].reduce((n, s) => n + s.restarts, 0);
   }
 
   /**
@@ -308,7 +316,9 @@ export class Informer {
   }
 
   private usableSource(kind: string, namespace: string): Source | undefined {
-    const source = this.sources.find((s) => s.spec.kind === kind && (!s.namespace || s.namespace === namespace));
+    const source = [...this.sources, ...this.pods].find(
+      (s) => s.spec.kind === kind && (!s.namespace || s.namespace === namespace),
+    );
     return source?.usable ? source : undefined;
   }
 
@@ -373,15 +383,16 @@ export class Informer {
 
   /** Starts every list+watch; resolves when each has listed once (failures keep retrying in the background). */
   async start(): Promise<void> {
-    // Not awaited: the operator works without it (a missing permission is logged at each retry).
+    // Not awaited: the operator works without them (a missing permission is logged at each retry).
     void this.namespaces.start();
+    for (const s of this.pods) void s.start();
     await Promise.all(this.sources.map((s) => s.start()));
     await Promise.all(this.sources.map((s) => s.synced));
     this.apiserver?.up();
   }
 
   async stop(): Promise<void> {
-    await Promise.all([...this.sources, this.namespaces].map((s) => s.stop()));
+    await Promise.all([...this.sources, ...this.pods, this.namespaces].map((s) => s.stop()));
     clearTimeout(this.heldTimer);
     this.release();
   }

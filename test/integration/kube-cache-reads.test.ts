@@ -1,6 +1,9 @@
 // The worker reads from the informer's caches (as controller-runtime's client does): a read after
 // the process's own write must see that write, although the watch has not delivered it yet; an
 // object the label-filtered child watches cannot see is still found.
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { KubeConfig, type KubernetesObject, type V1Pod, type V1Service } from '@kubernetes/client-node';
 import { pino } from 'pino';
@@ -13,6 +16,7 @@ import { isReady } from '../../src/core/status.js';
 import type { MachineModelStatus } from '../../src/core/api.js';
 import type { SignalRequest } from '../../src/informer/event-filter.js';
 import { Informer } from '../../src/informer/informer.js';
+import { writeServiceAccountKubeconfig } from '../../deploy/local/kubeconfig.js';
 import { kubectlFor } from '../support/cluster.js';
 import { eventually } from '../support/eventually.js';
 import { installCrds } from '../support/operator-process.js';
@@ -108,6 +112,8 @@ it('after a restart, the children its first list finds are as written: a round a
     ownWrite: (...version) => restarted.isOwnWrite(...version),
   });
   await its.start();
+  // Pods are optional, so start() does not wait for their list.
+  await eventually('the Pods listed', () => its.list('Pod', ns) !== 'unknown');
   try {
     restarted.readFrom(its);
     const before = { ...restarted.reads };
@@ -200,4 +206,55 @@ it('wakes a model as soon as the scheduler cannot place one of its Pods, and rea
   expect(pods.map((p) => p.metadata?.name)).toEqual(['stuck-1']);
   expect(unschedulablePods(pods)?.message).toContain('node(s) didn');
   expect(kube.reads).toEqual({ cache: before.cache + 1, apiserver: before.apiserver });
+});
+
+it('starts, and lists Pods from the apiserver, under a role that may not watch them (one that predates the Pod watch)', async () => {
+  const rule = (apiGroups: string[], resources: string[], verbs = ['get', 'list', 'watch']) => ({
+    apiGroups,
+    resources,
+    verbs,
+  });
+  k.apply({ apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'older-role', namespace: ns } });
+  k.apply({
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'Role',
+    metadata: { name: 'older-role', namespace: ns },
+    rules: [
+      rule(['stable.example.com'], ['machinemodels']),
+      rule(['apps'], ['deployments']),
+      rule([''], ['services']),
+      rule(['autoscaling'], ['horizontalpodautoscalers']),
+      rule([''], ['pods'], ['list']),
+    ],
+  });
+  k.apply({
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'RoleBinding',
+    metadata: { name: 'older-role', namespace: ns },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'older-role' },
+    subjects: [{ kind: 'ServiceAccount', name: 'older-role', namespace: ns }],
+  });
+  const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'mmo-older-role-')), 'kubeconfig');
+  writeServiceAccountKubeconfig({
+    kubectl: stack.binaries.kubectl,
+    adminKubeconfig: stack.kubeconfig,
+    namespace: ns,
+    serviceAccount: 'older-role',
+    file,
+  });
+  const kc = new KubeConfig();
+  kc.loadFromFile(file);
+  const limited = new KubeClient(kc);
+  const its = new Informer(kc, () => undefined, pino({ level: 'silent' }), { namespaces: [ns] });
+  await its.start();
+  try {
+    limited.readFrom(its);
+    expect(its.list('Pod', ns)).toBe('unknown');
+    expect(its.lookup('MachineModel', ns, 'stuck')).toBeDefined();
+    const before = { ...limited.reads };
+    expect((await limited.listPods(ns, 'stuck')).map((p) => p.metadata?.name)).toEqual(['stuck-1']);
+    expect(limited.reads).toEqual({ cache: before.cache, apiserver: before.apiserver + 1 });
+  } finally {
+    await its.stop();
+  }
 });
