@@ -44,6 +44,14 @@ interface SourceSpec {
 }
 
 /**
+ * Who applied which field, kilobytes per object: the operator never reads it (its writes are
+ * server-side applies of the whole desired state), so no cache keeps it.
+ */
+function withoutManagedFields(obj: KubernetesObject): void {
+  if (obj.metadata) delete obj.metadata.managedFields;
+}
+
+/**
  * A model's Pods are many and large (their managed fields alone are kilobytes); the operator reads
  * only whether the scheduler placed them (src/core/pod-scheduling.ts), so the cache keeps just that.
  */
@@ -160,6 +168,8 @@ class Source {
     const api = apiClient(kc, KubernetesObjectApi);
     const collection = `${spec.prefix}${namespace ? `/namespaces/${namespace}` : ''}/${spec.resource}`;
     const watchPath = `${collection}?timeoutSeconds=${opts.watchTimeoutSeconds}&allowWatchBookmarks=true`;
+    // The ListWatch caches the very object it hands to its first listener: `keep` trims the cached copy.
+    const keep = spec.keep ?? withoutManagedFields;
     const list = async () => {
       const listed = await api.list(
         spec.apiVersion,
@@ -175,7 +185,7 @@ class Source {
       // what the operator applies, and every round after a restart would apply its children again.
       for (const item of listed.items) {
         Object.assign(item, { apiVersion: spec.apiVersion, kind: spec.kind });
-        spec.keep?.(item);
+        keep(item);
       }
       return listed;
     };
@@ -183,8 +193,6 @@ class Source {
     this.synced = new Promise((resolve) => (this.markSynced = resolve));
     const alive = () => (this.lastActivity = Date.now());
     this.lw.on('connect', alive);
-    // The ListWatch has cached the very object it hands to its first listener: `keep` trims the cached copy.
-    const keep = spec.keep ?? (() => undefined);
     this.lw.on('add', (o) => (alive(), keep(o), this.onEvent(spec.kind, 'added', o as WatchedObject)));
     this.lw.on('update', (o) => (alive(), keep(o), this.onEvent(spec.kind, 'updated', o as WatchedObject)));
     this.lw.on('delete', (o) => (alive(), this.onEvent(spec.kind, 'deleted', o as WatchedObject)));
