@@ -264,6 +264,8 @@ export class Informer {
   private readonly sources: Source[];
   /** Watched when permitted; the operator works without them (a missing permission is logged at each retry). */
   private readonly pods: Source[];
+  /** The sources whose caches the worker reads: every one but the namespaces'. */
+  private readonly cached: Source[];
   private readonly namespaces: Source;
   private readonly apiserver?: Reachability;
   private readonly ownWrite: InformerOptions['ownWrite'];
@@ -299,6 +301,7 @@ export class Informer {
       namespaces.map((ns) => source(spec, ns)),
     );
     this.pods = namespaces.map((ns) => source(podSource, ns));
+    this.cached = [...this.sources, ...this.pods];
     this.namespaces = source(namespaceSource, undefined);
   }
 
@@ -309,7 +312,7 @@ export class Informer {
   }
 
   get restarts(): number {
-    return [...this.sources, ...this.pods].reduce((n, s) => n + s.restarts, 0);
+    return this.cached.reduce((n, s) => n + s.restarts, 0);
   }
 
   /**
@@ -324,9 +327,7 @@ export class Informer {
   }
 
   private usableSource(kind: string, namespace: string): Source | undefined {
-    const source = [...this.sources, ...this.pods].find(
-      (s) => s.spec.kind === kind && (!s.namespace || s.namespace === namespace),
-    );
+    const source = this.cached.find((s) => s.spec.kind === kind && (!s.namespace || s.namespace === namespace));
     return source?.usable ? source : undefined;
   }
 
@@ -400,7 +401,7 @@ export class Informer {
   }
 
   async stop(): Promise<void> {
-    await Promise.all([...this.sources, ...this.pods, this.namespaces].map((s) => s.stop()));
+    await Promise.all([...this.cached, this.namespaces].map((s) => s.stop()));
     clearTimeout(this.heldTimer);
     this.release();
   }
