@@ -69,7 +69,7 @@ module.exports = {
       name: 'product-never-imports-tests-or-tools',
       severity: 'error',
       from: { path: '^(src|workflows|activities)/' },
-      to: { path: '^(test|bench|deploy)/' },
+      to: { path: '^(test|bench|deploy|tools)/' },
     },
     {
       name: 'no-circular',

@@ -1,14 +1,35 @@
 import { defineConfig } from 'vitest/config';
 
+// Two tiers. `fast`: pure logic and workflows on the time-skipping test server (no Go, no cluster,
+// no Temporal server), run with `npm run test:unit`. `stack`: integration and end-to-end tests against
+// one real local stack (etcd, kube-apiserver, controllers, KWOK, Temporal), one file at a time.
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
-    globalSetup: ['test/support/global-setup.ts'],
     setupFiles: ['test/support/quiet-temporal.ts'],
-    // Integration tests share one real cluster and one Temporal server: run files one at a time.
-    fileParallelism: false,
-    testTimeout: 60_000,
-    hookTimeout: 180_000,
     reporters: ['default'],
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: 'fast',
+          include: ['test/unit/**/*.test.ts', 'test/workflow/**/*.test.ts'],
+          globalSetup: ['test/support/time-skipping-setup.ts'],
+          testTimeout: 30_000,
+          hookTimeout: 120_000,
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'stack',
+          include: ['test/integration/**/*.test.ts', 'test/e2e/**/*.test.ts'],
+          globalSetup: ['test/support/stack-setup.ts', 'test/support/time-skipping-setup.ts'],
+          // The files share one real cluster and one Temporal server: one at a time.
+          fileParallelism: false,
+          testTimeout: 60_000,
+          hookTimeout: 180_000,
+        },
+      },
+    ],
   },
 });

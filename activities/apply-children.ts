@@ -12,12 +12,12 @@ import {
 } from '../src/core/desired-state.js';
 import { changedFields } from '../src/core/child-changes.js';
 import { ownershipOf } from '../src/core/ownership.js';
+import { unschedulablePods } from '../src/core/pod-scheduling.js';
 import { readinessOf } from '../src/core/readiness.js';
-import type { Readiness } from '../src/core/status.js';
+import { isReady, type Readiness } from '../src/core/status.js';
 import type { ActivityDeps } from './deps.js';
 import { fail, kubeFailure } from './failure.js';
 import { recordEventBestEffort } from './events.js';
-import { withScheduling } from './observe-readiness.js';
 import type { ModelSnapshot } from './read-model.js';
 
 export interface ApplyResult {
@@ -27,11 +27,10 @@ export interface ApplyResult {
   selector: string;
   /** The model has a HorizontalPodAutoscaler after this apply. */
   autoscaler: boolean;
-  // Both absent from results recorded before applyChildren reported them.
   /** The rollout as the Deployment (and autoscaler) read or written here say; no second read needed. */
-  readiness?: Readiness;
+  readiness: Readiness;
   /** "Kind/resourceVersion" of every object written: the watch events they cause are this round's own echo. */
-  written?: string[];
+  written: string[];
 }
 
 type Live = KubernetesObject & { spec?: { replicas?: number }; status?: object };
@@ -44,6 +43,16 @@ interface Change {
 }
 const eventReasons: Record<Action, string> = { created: 'Created', updated: 'Updated', deleted: 'Deleted' };
 const listFormat = new Intl.ListFormat('en', { type: 'conjunction' });
+
+/** Only a rollout that waits is worth reading its Pods: it may be waiting for the scheduler. */
+async function withScheduling(kube: ActivityDeps['kube'], ref: ModelRef, readiness: Readiness): Promise<Readiness> {
+  if (isReady(readiness)) return readiness;
+  const pods = await kube.listPods(ref.namespace, ref.name).catch((err: unknown) => {
+    throw kubeFailure(err, `listing the Pods of ${ref.namespace}/${ref.name}`);
+  });
+  const unschedulable = unschedulablePods(pods);
+  return unschedulable ? { ...readiness, unschedulable } : readiness;
+}
 
 export function applyChildrenActivity({ kube, build }: ActivityDeps) {
   async function readChecked(ref: ModelRef, apiVersion: string, childKind: string): Promise<Live | undefined> {

@@ -9,7 +9,6 @@ import {
   removeOrphanRouteActivity,
   unregisterRouteActivity,
 } from './gateway-route.js';
-import { observeReadinessActivity } from './observe-readiness.js';
 import { readModelActivity } from './read-model.js';
 import { writeStatusActivity } from './write-status.js';
 
@@ -19,7 +18,6 @@ export function createActivities(deps: ActivityDeps) {
     readModel: readModelActivity(deps),
     ensureFinalizer: ensureFinalizerActivity(deps),
     applyChildren: applyChildrenActivity(deps),
-    observeReadiness: observeReadinessActivity(deps),
     writeStatus: writeStatusActivity(deps),
     removeFinalizer: removeFinalizerActivity(deps),
     recordModelEvent: recordEventActivity(deps),

@@ -4,8 +4,8 @@
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { AppsV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
-import { cacheRoot } from '../deploy/local/components.js';
-import { down, kubectlRun, up } from '../deploy/local/stack.js';
+import { cacheRoot } from '../tools/local-stack/components.js';
+import { down, kubectlRun, up } from '../tools/local-stack/stack.js';
 import { machineModel } from '../test/support/models.js';
 import { installCrds, startOperatorProcess } from '../test/support/operator-process.js';
 

@@ -8,8 +8,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { cacheRoot } from '../deploy/local/components.js';
-import { down, up } from '../deploy/local/stack.js';
+import { cacheRoot } from '../tools/local-stack/components.js';
+import { down, up } from '../tools/local-stack/stack.js';
 import { writeChart } from './harness/chart.js';
 import { contenderNames, makeRoom, runContender, type ContenderName, type ContenderResult } from './harness/run.js';
 

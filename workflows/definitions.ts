@@ -71,7 +71,7 @@ export interface CarriedState {
   runs: number;
   lastOutcome?: RoundOutcome;
   /** "Kind/resourceVersion" of what the current round wrote: their watch events need no new round. */
-  echoes?: string[];
+  echoes: string[];
 }
 
 export interface MachineModelWorkflowInput {
@@ -79,8 +79,6 @@ export interface MachineModelWorkflowInput {
   name: string;
   config?: Partial<WorkflowConfig>;
   state?: CarriedState;
-  /** The run version of the code that started this run (patches.ts); absent from older code's runs. */
-  runVersion?: number;
   /** Handed over by continue-as-new: whether a round is due at once, else how long to wait first. */
   dirty?: boolean;
   nextCheckSeconds?: number;

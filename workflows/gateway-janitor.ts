@@ -3,20 +3,10 @@
 // before the route went) and wakes the workflows of models whose route vanished from the gateway
 // (a gateway that restarted with its routes in memory, a path conflict that went away), and withdraws
 // the younger of two colliding routes that were published at the same instant.
-import {
-  condition,
-  continueAsNew,
-  getExternalWorkflowHandle,
-  patched,
-  proxyActivities,
-  setHandler,
-} from '@temporalio/workflow';
+import { condition, continueAsNew, getExternalWorkflowHandle, proxyActivities, setHandler } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import { workflowIdFor } from '../src/core/api.js';
 import { janitorSweepSignal, resyncSignal, type JanitorInput } from './definitions.js';
-import type { PatchId } from './patches.js';
-
-const gatewayCollisionsPatch: PatchId = 'gateway-collisions';
 
 const { inspectGateway, removeOrphanRoute, removeCollidingRoute } = proxyActivities<Activities>({
   startToCloseTimeout: '60 seconds',
@@ -35,13 +25,10 @@ export async function gatewayJanitorWorkflow(input: JanitorInput): Promise<void>
       if ((await removeOrphanRoute(route)).removed) removed++;
     }
     // The loser's workflow is woken below (its route is now missing) and reports the conflict.
-    if (patched(gatewayCollisionsPatch)) {
-      // `?? []`: an activity worker of the previous version, during a rollout, reports no collisions.
-      for (const route of collisions ?? []) {
-        if ((await removeCollidingRoute(route)).removed) {
-          removed++;
-          unpublished.push({ namespace: route.owner.namespace, name: route.owner.name });
-        }
+    for (const route of collisions) {
+      if ((await removeCollidingRoute(route)).removed) {
+        removed++;
+        unpublished.push({ namespace: route.owner.namespace, name: route.owner.name });
       }
     }
     for (const key of unpublished) {

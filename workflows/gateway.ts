@@ -1,19 +1,14 @@
 // The MachineModel workflow's gateway steps: publish a Ready model's route, and remove it before the
-// finalizer goes, for as long as the gateway takes to confirm. Every entry point evaluates the
-// `gateway-registration` patch at the same point of the round as before this module existed (the
-// recorded histories prove it).
+// finalizer goes, for as long as the gateway takes to confirm. Each step is tried first as a local
+// activity (a Ready round with a gateway is one workflow task), then as a regular one with the
+// gateway's short retry policy.
 import type { Activities, ModelSnapshot, WriteStatusInput, WriteStatusResult } from '../activities/index.js';
 import type { ModelRef } from '../src/core/api.js';
 import { policyOf } from '../src/core/failures.js';
 import { gatewayCondition, type GatewayCondition } from '../src/core/gateway-route.js';
 import type { Verdict } from '../src/core/status.js';
 import type { CarriedState } from './definitions.js';
-import type { PatchId } from './patches.js';
-import { failureOf, gatewayStepOptions, localFirstWith, step, stepWith } from './steps.js';
-
-const gatewayPatch: PatchId = 'gateway-registration';
-/** Gateway steps as local activities first: a Ready round with a gateway is one workflow task. */
-const gatewayLocalPatch: PatchId = 'gateway-local-first';
+import { failureOf, gatewayStepOptions, localFirstWith, step } from './steps.js';
 
 /** Longest wait between attempts to remove a route while the gateway is away. */
 export const gatewayRetryMaxSeconds = 30;
@@ -38,21 +33,15 @@ export interface GatewayContext {
   ): Promise<WriteStatusResult>;
   /** Sleeps up to `seconds`, or less when a signal asks the workflow to look again. */
   waitForSignal(seconds: number, summary: string): Promise<void>;
-  /** Whether this run takes a patched path (run-version.ts). */
-  takesPath(id: PatchId): boolean;
 }
 
 export function gatewaySteps(ctx: GatewayContext) {
   const { state } = ctx;
-  const registers = () => ctx.takesPath(gatewayPatch);
   const gatewayStep = <K extends 'registerRoute' | 'unregisterRoute'>(
     name: K,
     summary: string,
     ...args: Parameters<Activities[K]>
-  ): ReturnType<Activities[K]> =>
-    ctx.takesPath(gatewayLocalPatch)
-      ? localFirstWith(gatewayStepOptions, name, summary, ...args)
-      : stepWith(gatewayStepOptions, name, summary, ...args);
+  ): ReturnType<Activities[K]> => localFirstWith(gatewayStepOptions, name, summary, ...args);
 
   /**
    * Removes the model's route, retrying with capped backoff for as long as the gateway is away: the
@@ -94,7 +83,7 @@ export function gatewaySteps(ctx: GatewayContext) {
      * spec. A gateway outage becomes a condition and an early retry instead of a stuck round.
      */
     async publish(snap: ModelSnapshot): Promise<Publication | undefined> {
-      if (!registers() || snap.gatewayConfigured === false) return undefined;
+      if (snap.gatewayConfigured === false) return undefined;
       try {
         const r = await gatewayStep('registerRoute', 'publish on the gateway', snap);
         if (!r.configured) return undefined;
@@ -115,12 +104,12 @@ export function gatewaySteps(ctx: GatewayContext) {
 
     /** While the object is deleting: removes its route; true when one was there. */
     async unpublish(ref: ModelRef, generation: number): Promise<boolean> {
-      return registers() && (await removeRoute(ref, generation));
+      return removeRoute(ref, generation);
     },
 
     /** The object is gone or was replaced: what its route left on the gateway goes, by its own uid. */
     async forget(previous: ModelRef): Promise<void> {
-      if (state.routeRegistered && registers()) await removeRoute(previous);
+      if (state.routeRegistered) await removeRoute(previous);
     },
   };
 }

@@ -56,17 +56,9 @@ import {
   type WorkflowStateView,
 } from './definitions.js';
 import { gatewayRetryMaxSeconds, gatewaySteps } from './gateway.js';
-import { currentRunVersion, type PatchId } from './patches.js';
-import { takesPath } from './run-version.js';
 import { phaseAttribute } from './search-attributes.js';
-import { failureOf, localFirst, step } from './steps.js';
+import { failureOf, localFirst as kubeStep } from './steps.js';
 
-/** A finished run continues as new only for signals that may concern another object of its name. */
-const ownSignalsPatch: PatchId = 'finish-ignores-own-signals';
-/** Kubernetes steps as local activities first; the echo of a round's own writes is no reason to look again. */
-const cheapRoundsPatch: PatchId = 'cheap-rounds';
-/** No finalizer without a gateway: nothing outside the namespace to clean, so no deletion waits on us. */
-const gatewayFinalizerPatch: PatchId = 'finalizer-only-with-gateway';
 const invalidSpec: FailureType = 'InvalidSpec';
 
 /** A round's outcome, and what the loop alone needs: when to look next, whether that is a requeue. */
@@ -85,19 +77,19 @@ interface LoopState {
 
 /** A watch event caused by a write of the round before (its "Kind/resourceVersion" is one the round wrote). */
 function isEcho(state: CarriedState, hint: ReconcileHint): boolean {
-  return hint.resourceVersion !== undefined && !!state.echoes?.includes(`${hint.source}/${hint.resourceVersion}`);
+  return hint.resourceVersion !== undefined && state.echoes.includes(`${hint.source}/${hint.resourceVersion}`);
 }
 
-function handleMessages(state: CarriedState, loop: LoopState, view: () => WorkflowStateView, ignoreEchoes: boolean) {
+function handleMessages(state: CarriedState, loop: LoopState, view: () => WorkflowStateView) {
   const wake = (uid?: string) => {
     state.signals++;
     loop.dirty = true;
     if (!uid || uid !== state.uid) loop.foreignSignal = true;
   };
   setHandler(reconcileSignal, (hint) => {
-    if (ignoreEchoes && isEcho(state, hint)) {
+    if (isEcho(state, hint)) {
       state.signals++;
-      state.echoes = state.echoes?.filter((w) => w !== `${hint.source}/${hint.resourceVersion}`);
+      state.echoes = state.echoes.filter((w) => w !== `${hint.source}/${hint.resourceVersion}`);
       return;
     }
     wake(hint.uid);
@@ -118,13 +110,8 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
   const cfg: WorkflowConfig = { ...defaultWorkflowConfig, ...input.config };
   const key = { namespace: input.namespace, name: input.name };
   const label = `${key.namespace}/${key.name}`;
-  const state: CarriedState = input.state ?? { notReadyChecks: 0, rounds: 0, signals: 0, runs: 0 };
+  const state: CarriedState = input.state ?? { notReadyChecks: 0, rounds: 0, signals: 0, runs: 0, echoes: [] };
   state.runs++;
-  // Runs started by older code keep regular activities and every signal until they continue as new.
-  const takes = (id: PatchId) => takesPath(id, input.runVersion);
-  const cheap = takes(cheapRoundsPatch);
-  const kubeStep: typeof localFirst = cheap ? localFirst : step;
-  const finalizerOnlyWithGateway = takes(gatewayFinalizerPatch);
   // Level-triggered: every run begins by looking, unless it continues a quiet predecessor.
   const loop: LoopState = { dirty: input.dirty ?? true, foreignSignal: false, roundInProgress: false, finished: false };
   let nextCheckSeconds = input.nextCheckSeconds ?? 0;
@@ -138,7 +125,6 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
       roundInProgress: loop.roundInProgress,
       config: cfg,
     }),
-    cheap,
   );
 
   /** What the last round saw and ran, for the Web UI's summaries and current details. */
@@ -164,7 +150,7 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
     loop.dirty = false;
     await condition(() => loop.dirty, `${seconds} seconds`, { summary });
   };
-  const gateway = gatewaySteps({ state, writeStatus, waitForSignal, takesPath: takes });
+  const gateway = gatewaySteps({ state, writeStatus, waitForSignal });
 
   /** One round: read the object, then apply or clean up as the finalizer table says. */
   async function reconcile(): Promise<Round> {
@@ -179,11 +165,11 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
       nextCheckSeconds: next,
     });
 
-    if (cheap) state.echoes = [];
+    state.echoes = [];
     const snap = await kubeStep('readModel', `read MachineModel ${label}`, key);
     const previous = state.uid ? { ...key, uid: state.uid } : undefined;
-    const needsFinalizer = !finalizerOnlyWithGateway || snap?.gatewayConfigured !== false;
-    const lifecycle = lifecycleOf(snap, needsFinalizer);
+    // Without a gateway nothing lies outside the namespace to clean: no finalizer, so no deletion waits on us.
+    const lifecycle = lifecycleOf(snap, snap?.gatewayConfigured !== false);
     if (lifecycle.step === 'gone') {
       // Gone without our finalizer having run (removed by force): its route must still go.
       if (previous) await gateway.forget(previous);
@@ -219,7 +205,7 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
   async function cleanup(snap: ModelSnapshot, removeFinalizer: boolean, outcome: Outcome): Promise<Round> {
     const { ref, generation } = snap;
     // Without a gateway nothing can hold the finalizer: no Deleting status that nobody would see.
-    const waitsForGateway = !cheap || snap.gatewayConfigured !== false;
+    const waitsForGateway = snap.gatewayConfigured !== false;
     if (waitsForGateway) {
       await writeStatus(ref, generation, { kind: 'deleting', message: 'cleaning up before the finalizer is removed' });
     }
@@ -246,7 +232,7 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
     try {
       if (addFinalizer) {
         const { written } = await kubeStep('ensureFinalizer', 'add finalizer', ref);
-        if (written) state.echoes?.push(written);
+        if (written) state.echoes.push(written);
         changes.push('finalizer added');
       }
       if (snap.specErrors.length > 0) {
@@ -257,10 +243,8 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
       seen.image = snap.spec.image;
       const applied = await kubeStep('applyChildren', applySummary(snap.spec), snap);
       changes.push(...applied.changes);
-      if (applied.written) state.echoes?.push(...applied.written);
-      // Results recorded before applyChildren observed readiness itself have none: look separately.
-      const readiness =
-        applied.readiness ?? (await kubeStep('observeReadiness', 'observe readiness', ref, applied.autoscaler));
+      state.echoes.push(...applied.written);
+      const { readiness } = applied;
       const decision = decideProgress(state, isReady(readiness), Date.now(), cfg);
       state.progressStartedAt = decision.progressStartedAt;
       state.notReadyChecks = decision.notReadyChecks;
@@ -336,14 +320,10 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
 
     if (outcome.finished) {
       // Signals about the object just finished (its own finalizer removal, its deletion) need no new run.
-      if (takes(ownSignalsPatch) ? loop.foreignSignal : loop.dirty) {
+      if (loop.foreignSignal) {
         // Something happened to the name after we looked (a new object of the same name): start clean.
         await condition(allHandlersFinished);
-        return continueAsNew<typeof machineModelWorkflow>({
-          ...key,
-          config: input.config,
-          runVersion: currentRunVersion,
-        });
+        return continueAsNew<typeof machineModelWorkflow>({ ...key, config: input.config });
       }
       loop.finished = true;
       await condition(allHandlersFinished);
@@ -356,7 +336,6 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
         state,
         dirty: loop.dirty,
         nextCheckSeconds,
-        runVersion: currentRunVersion,
       });
     }
   }

@@ -1,6 +1,6 @@
 // Requests the apiserver has served, by verb and by verb and resource, from its own /metrics
 // (apiserver_request_total).
-import { kubectlRun, type StackInfo } from '../../deploy/local/stack.js';
+import { kubectlRun, type StackInfo } from '../../tools/local-stack/stack.js';
 
 export interface RequestCounts {
   byVerb: Record<string, number>;

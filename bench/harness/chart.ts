@@ -4,7 +4,7 @@ import { writeFileSync } from 'node:fs';
 import { chromium } from 'playwright-core';
 import * as vega from 'vega';
 import { compile, type TopLevelSpec } from 'vega-lite';
-import { chromiumArgs, ensureChromium } from '../../deploy/local/browser.js';
+import { chromiumArgs, ensureChromium } from '../../tools/local-stack/browser.js';
 import type { ContenderName, ContenderResult } from './run.js';
 
 const metrics: [string, (r: ContenderResult) => number | undefined][] = [

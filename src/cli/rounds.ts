@@ -5,7 +5,6 @@ import type { temporal } from '@temporalio/proto';
 import type { Phase } from '../core/api.js';
 import type { Readiness } from '../core/status.js';
 import { readinessSummary } from '../core/step-summaries.js';
-import { patches } from '../../workflows/patches.js';
 
 export type HistoryEvent = temporal.api.history.v1.IHistoryEvent;
 type Payload = temporal.api.common.v1.IPayload;
@@ -110,7 +109,6 @@ export function roundsOf(runId: string, events: HistoryEvent[]): RoundRecord[] {
   let current: RoundRecord | undefined;
   let phase: Phase | undefined;
   let wakes: string[] = [];
-  let ignoresEchoes = false;
   let written = new Set<string>();
   const timers = new Map<string, string | undefined>();
   const scheduled = new Map<string, { type: string; summary?: string; at: number }>();
@@ -155,9 +153,7 @@ export function roundsOf(runId: string, events: HistoryEvent[]): RoundRecord[] {
     if (type === 'ensureFinalizer' && r.added) round.changes.push('finalizer added');
     if (type === 'removeFinalizer' && r.removed) round.changes.push('finalizer removed');
     if (type === 'unregisterRoute' && r.removed) round.changes.push('gateway route removed');
-    const readiness = readinessLine(
-      type === 'applyChildren' ? r.readiness : type === 'observeReadiness' ? r : undefined,
-    );
+    const readiness = readinessLine(type === 'applyChildren' ? r.readiness : undefined);
     if (readiness) round.readiness = readiness;
     if (type === 'writeStatus' && typeof r.phase === 'string') {
       phase = r.phase as Phase;
@@ -178,17 +174,12 @@ export function roundsOf(runId: string, events: HistoryEvent[]): RoundRecord[] {
     const summary = decoded<string>(e.userMetadata?.summary);
     if (e.workflowExecutionStartedEventAttributes) {
       const a = e.workflowExecutionStartedEventAttributes;
-      const input = decoded<{ state?: { phase?: Phase }; runVersion?: number }>(a.input?.payloads?.[0]);
+      const input = decoded<{ state?: { phase?: Phase } }>(a.input?.payloads?.[0]);
       phase = input?.state?.phase;
-      // A run at a run version takes cheap-rounds' path without recording its marker (workflows/patches.ts).
-      if ((input?.runVersion ?? 0) >= patches['cheap-rounds'].sinceRunVersion) ignoresEchoes = true;
       wakes.push(a.continuedExecutionRunId ? 'continued as new' : 'workflow started');
     } else if (e.markerRecordedEventAttributes) {
       const m = e.markerRecordedEventAttributes;
-      if (m.markerName === 'core_patch') {
-        const id = decoded<{ id?: string }>(m.details?.['patch-data']?.payloads?.[0])?.id;
-        if (id === 'cheap-rounds') ignoresEchoes = true;
-      } else if (m.markerName === 'core_local_activity') {
+      if (m.markerName === 'core_local_activity') {
         const data = decoded<MarkerData>(m.details?.data?.payloads?.[0]);
         const type = data?.activity_type ?? '?';
         const startedAt = millisOf(data?.original_schedule_time) || at;
@@ -226,7 +217,8 @@ export function roundsOf(runId: string, events: HistoryEvent[]): RoundRecord[] {
       const a = e.workflowExecutionSignaledEventAttributes;
       const arg = decoded<Hint>(a.input?.payloads?.[0]);
       const echo = `${arg?.source}/${arg?.resourceVersion}`;
-      if (a.signalName === 'reconcile' && ignoresEchoes && written.delete(echo)) continue;
+      // The workflow ignores the watch event of a write of the round before (workflows/machine-model.ts).
+      if (a.signalName === 'reconcile' && written.delete(echo)) continue;
       wakes.push(signalTrigger(a.signalName, arg));
     } else if (e.workflowExecutionUpdateAcceptedEventAttributes) {
       const req = e.workflowExecutionUpdateAcceptedEventAttributes.acceptedRequest?.input;

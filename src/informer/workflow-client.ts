@@ -10,7 +10,6 @@ import {
   type MachineModelWorkflowInput,
 } from '../../workflows/definitions.js';
 import type { WorkflowConfig } from '../core/reconcile-timing.js';
-import { currentRunVersion } from '../../workflows/patches.js';
 
 export interface StartSettings {
   taskQueue: string;
@@ -26,7 +25,6 @@ export function startOptions(key: { namespace: string; name: string }, settings:
     namespace: key.namespace,
     name: key.name,
     config: settings.workflow,
-    runVersion: currentRunVersion,
   };
   return {
     workflowId: workflowIdFor(key.namespace, key.name),

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { chromiumArgs, ensureChromium } from '../../deploy/local/browser.js';
+import { chromiumArgs, ensureChromium } from '../../tools/local-stack/browser.js';
 import { workflowIdFor } from '../../src/core/api.js';
 import { kubectlFor } from '../support/cluster.js';
 import { eventually } from '../support/eventually.js';

@@ -7,7 +7,7 @@ import { request } from '../../activities/gateway/http.js';
 import { createActivities } from '../../activities/index.js';
 import { KubeClient } from '../../activities/kube-client.js';
 import { defaultBuildOptions } from '../../src/core/desired-state.js';
-import { freePort } from '../../deploy/local/processes.js';
+import { freePort } from '../../tools/local-stack/processes.js';
 import { routeId } from '../../src/core/gateway-route.js';
 import { conditionOf, kubectlFor } from '../support/cluster.js';
 import { eventually } from '../support/eventually.js';

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { CaddyDriver } from '../../activities/gateway/caddy.js';
 import { createActivities } from '../../activities/index.js';
 import { KubeClient } from '../../activities/kube-client.js';
-import { writeServiceAccountKubeconfig } from '../../deploy/local/kubeconfig.js';
+import { writeServiceAccountKubeconfig } from '../../tools/local-stack/kubeconfig.js';
 import { defaultBuildOptions } from '../../src/core/desired-state.js';
 import { routeId } from '../../src/core/gateway-route.js';
 import { CaddyProcess } from '../support/caddy.js';

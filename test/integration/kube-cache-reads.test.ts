@@ -16,7 +16,7 @@ import { isReady } from '../../src/core/status.js';
 import type { MachineModelStatus } from '../../src/core/api.js';
 import type { SignalRequest } from '../../src/informer/event-filter.js';
 import { Informer } from '../../src/informer/informer.js';
-import { writeServiceAccountKubeconfig } from '../../deploy/local/kubeconfig.js';
+import { writeServiceAccountKubeconfig } from '../../tools/local-stack/kubeconfig.js';
 import { kubectlFor } from '../support/cluster.js';
 import { eventually } from '../support/eventually.js';
 import { installCrds } from '../support/operator-process.js';

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, inject, it } from 'vitest';
 import { request } from '../../activities/gateway/http.js';
-import { freePort, portInUse } from '../../deploy/local/processes.js';
+import { freePort, portInUse } from '../../tools/local-stack/processes.js';
 import { kubectlFor } from '../support/cluster.js';
 import { eventually } from '../support/eventually.js';
 import { seedExample } from '../support/models.js';
@@ -13,7 +13,7 @@ import { installCrds } from '../support/operator-process.js';
 
 const stack = inject('stack');
 const k = kubectlFor(stack);
-const runTs = fileURLToPath(new URL('../../deploy/local/run.ts', import.meta.url));
+const runTs = fileURLToPath(new URL('../../tools/local-stack/run.ts', import.meta.url));
 
 describe('npm start, against the test stack', () => {
   it('publishes the example on a local Caddy, prints its gateway URL, and Caddy answers it', async () => {

@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { freePort } from '../../deploy/local/processes.js';
+import { freePort } from '../../tools/local-stack/processes.js';
 import { kubeconfigThrough, kubectlFor } from '../support/cluster.js';
 import { eventually } from '../support/eventually.js';
 import { FaultyProxy } from '../support/faulty-proxy.js';

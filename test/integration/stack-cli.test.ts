@@ -5,11 +5,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, inject, it } from 'vitest';
-import { allComponents, componentDir } from '../../deploy/local/components.js';
-import { freePort } from '../../deploy/local/processes.js';
+import { allComponents, componentDir } from '../../tools/local-stack/components.js';
+import { freePort } from '../../tools/local-stack/processes.js';
 
 const stack = inject('stack');
-const cli = fileURLToPath(new URL('../../deploy/local/cli.ts', import.meta.url));
+const cli = fileURLToPath(new URL('../../tools/local-stack/cli.ts', import.meta.url));
 
 function stackCli(args: string[], env: Record<string, string>) {
   return spawnSync(process.execPath, ['--import', 'tsx', cli, ...args], {

@@ -7,8 +7,8 @@ import { Client, Connection } from '@temporalio/client';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { describe, expect, inject, it } from 'vitest';
-import { writeServiceAccountKubeconfig } from '../../deploy/local/kubeconfig.js';
-import { kubectlRun } from '../../deploy/local/stack.js';
+import { writeServiceAccountKubeconfig } from '../../tools/local-stack/kubeconfig.js';
+import { kubectlRun } from '../../tools/local-stack/stack.js';
 import * as smokeActivities from '../fixtures/smoke-activities.js';
 import { eventually } from '../support/eventually.js';
 

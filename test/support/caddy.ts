@@ -1,8 +1,8 @@
 // The local Caddy on free ports for a test, and a look at the routes the operator gave it.
 import path from 'node:path';
-import { CaddyProcess as LocalCaddy } from '../../deploy/local/caddy.js';
-import { freePort } from '../../deploy/local/processes.js';
-import type { StackInfo } from '../../deploy/local/stack.js';
+import { CaddyProcess as LocalCaddy } from '../../tools/local-stack/caddy.js';
+import { freePort } from '../../tools/local-stack/processes.js';
+import type { StackInfo } from '../../tools/local-stack/stack.js';
 import { request } from '../../activities/gateway/http.js';
 
 export class CaddyProcess extends LocalCaddy {

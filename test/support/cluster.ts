@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import YAML from 'yaml';
-import { kubectlRun, type StackInfo } from '../../deploy/local/stack.js';
+import { kubectlRun, type StackInfo } from '../../tools/local-stack/stack.js';
 
 /** kubectl against the test stack, as a user would run it. */
 export function kubectlFor(stack: StackInfo) {

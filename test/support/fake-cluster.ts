@@ -94,10 +94,6 @@ export class FakeCluster {
           written: [],
         };
       },
-      observeReadiness: async () => {
-        this.count('observeReadiness');
-        return readiness();
-      },
       writeStatus: async (_ref, input) => {
         this.count('writeStatus');
         this.verdicts.push(input.verdict.kind);

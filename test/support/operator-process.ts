@@ -3,7 +3,7 @@ import { createWriteStream, mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
-import { kubectlRun, type StackInfo } from '../../deploy/local/stack.js';
+import { kubectlRun, type StackInfo } from '../../tools/local-stack/stack.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 

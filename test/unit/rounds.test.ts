@@ -36,26 +36,6 @@ describe('rounds read back from a recorded history', () => {
     expect(rounds[4]).toMatchObject({ gone: true, steps: ['read MachineModel hist/plain2'] });
   });
 
-  it('knows a run at run version 1 ignores its own echoes, without the cheap-rounds marker', () => {
-    const marked = recorded('cheap-rounds-update-drift-delete.json');
-    // The same run as a run-version-1 run records it: no patch markers, nor their search attribute upserts.
-    const versioned = marked
-      .filter(
-        (e) =>
-          e.markerRecordedEventAttributes?.markerName !== 'core_patch' &&
-          !e.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes?.indexedFields?.TemporalChangeVersion,
-      )
-      .map((e) => {
-        const started = e.workflowExecutionStartedEventAttributes;
-        if (!started) return e;
-        const input = defaultPayloadConverter.fromPayload<Record<string, unknown>>(started.input!.payloads![0]!);
-        const payload = defaultPayloadConverter.toPayload({ ...input, runVersion: 1 });
-        return { ...e, workflowExecutionStartedEventAttributes: { ...started, input: { payloads: [payload] } } };
-      }) as HistoryEvent[];
-    expect(versioned.length).toBe(marked.length - 6);
-    expect(roundsOf('r1', versioned).map((r) => r.triggers)).toEqual(roundsOf('r1', marked).map((r) => r.triggers));
-  });
-
   it('counts a retried activity, its failure, and the finalizer and route removed', () => {
     const rounds = roundsOf('r1', recorded('caddy-publish-outage-delete.json'));
     expect(rounds[0]!.changes).toEqual([

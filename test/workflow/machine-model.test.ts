@@ -13,7 +13,7 @@ import {
   type RoundOutcome,
 } from '../../workflows/definitions.js';
 import { startOptions } from '../../src/informer/workflow-client.js';
-import { patches, type PatchId, type PatchRecord } from '../../workflows/patches.js';
+import { patches } from '../../workflows/patches.js';
 import { eventually } from '../support/eventually.js';
 import { patchMarkersOf, type RecordedHistory } from '../support/histories.js';
 import { FakeCluster } from '../support/fake-cluster.js';
@@ -47,7 +47,7 @@ describe('machineModelWorkflow', () => {
     });
   });
 
-  it('runs as the informer starts it (run version, uid as memo): no marker of a run-versioned patch, no memo write', async () => {
+  it('runs as the informer starts it (uid as memo): no patch marker, no memo write', async () => {
     const cluster = new FakeCluster();
     cluster.ready = true;
     cluster.gatewayConfigured = true;
@@ -59,16 +59,11 @@ describe('machineModelWorkflow', () => {
       });
       await eventually('Ready', () => cluster.status?.phase === 'Ready');
       await eventually('the workflow to see Ready', async () => (await handle.query(stateQuery)).phase === 'Ready');
-      // The run took the patched paths: a finalizer (a gateway is configured), the route published.
+      // A gateway is configured: a finalizer, the route published.
       expect(cluster.finalizers).toEqual([finalizerName]);
       expect(cluster.calls.registerRoute).toBe(1);
       const { events } = await handle.fetchHistory();
-      // No marker of a patch whose path its run version already takes.
-      expect(patchMarkersOf({ events: (events ?? []) as RecordedHistory['events'] })).toEqual(
-        Object.entries(patches as Record<PatchId, PatchRecord>)
-          .filter(([, p]) => p.workflow === 'machineModelWorkflow' && p.sinceRunVersion === undefined)
-          .map(([id]) => id),
-      );
+      expect(patchMarkersOf({ events: (events ?? []) as RecordedHistory['events'] })).toEqual(Object.keys(patches));
       expect((events ?? []).filter((e) => e.workflowPropertiesModifiedEventAttributes)).toEqual([]);
       expect((await handle.describe()).memo).toEqual({ uid: 'uid-1' });
       await handle.terminate();

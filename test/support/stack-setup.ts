@@ -1,14 +1,12 @@
 import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import type { TestProject } from 'vitest/node';
-import { cacheRoot, temporalTestServer } from '../../deploy/local/components.js';
-import { ensureInstalled } from '../../deploy/local/install.js';
-import { down, up, type StackInfo } from '../../deploy/local/stack.js';
+import { cacheRoot } from '../../tools/local-stack/components.js';
+import { down, up, type StackInfo } from '../../tools/local-stack/stack.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
     stack: StackInfo;
-    timeSkippingServer: string;
   }
 }
 
@@ -46,7 +44,6 @@ export default async function setup(project: TestProject) {
   const stateDir = process.env.MMO_TEST_STACK_DIR ?? path.join(cacheRoot, `${prefix}${process.pid}`);
   const stack = await up({ stateDir, ports: 'auto', fresh: true });
   project.provide('stack', stack);
-  project.provide('timeSkippingServer', await ensureInstalled(temporalTestServer));
   return async () => {
     await down(stateDir, !process.env.MMO_TEST_STACK_DIR);
   };

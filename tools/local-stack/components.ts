@@ -70,7 +70,7 @@ export const caddy: WheelComponent = {
   purpose: 'Caddy, the external API gateway driven through its admin API',
 };
 
-/** Kubernetes and KWOK versions are pinned in deploy/local/kube/go.mod; keep this label in step. */
+/** Kubernetes and KWOK versions are pinned in tools/local-stack/kube/go.mod; keep this label in step. */
 export const kubeLocal: GoComponent = {
   kind: 'go',
   name: 'kube',

@@ -1,4 +1,4 @@
-module machinemodel-operator/deploy/local/kube
+module machinemodel-operator/tools/local-stack/kube
 
 go 1.26.4
 

@@ -1,0 +1,24 @@
+// The patch policy (docs/workflow-versioning.md) as a pure check: a patch may live through the release
+// that adds it and the next one; the release after that must ship without it.
+import semver from 'semver';
+import type { PatchRecord } from '../../workflows/patches.js';
+
+/** The releases CHANGELOG.md names, from its "## [x.y.z]" headings. */
+export function releasesIn(changelog: string): string[] {
+  return [...changelog.matchAll(/^## \[(\d+\.\d+\.\d+)\]/gm)].map((m) => m[1]!);
+}
+
+/**
+ * The patches that outlived their time, each with the reason. `current` is package.json's version: the
+ * release being prepared (or the last one, when nothing changed since).
+ */
+export function overduePatches(patches: Record<string, PatchRecord>, releases: string[], current: string): string[] {
+  const known = [...new Set([...releases, current])];
+  return Object.entries(patches).flatMap(([id, patch]) => {
+    if (!semver.valid(patch.addedIn)) return [`${id}: addedIn "${patch.addedIn}" is not a release version`];
+    const later = known.filter((v) => semver.gt(v, patch.addedIn)).sort(semver.compare);
+    return later.length >= 2
+      ? [`${id}: added in ${patch.addedIn}, must be gone by ${later[1]} (${patch.stage} still)`]
+      : [];
+  });
+}

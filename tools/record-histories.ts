@@ -1,0 +1,291 @@
+// Records the workflow histories that test/workflow/replay.test.ts replays, from real runs of the current
+// code on a local stack of its own: each story is one model's life from `kubectl apply` to its deletion
+// (the janitor's: a few sweeps). Run after a workflow change that needs new histories:
+//   npm run histories:record [-- <story> ...]
+// It writes test/histories/<story>.json (the Temporal CLI's `workflow show -o json` form) and stops
+// everything it started.
+import { execFileSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { Client, Connection } from '@temporalio/client';
+import { request } from '../activities/gateway/http.js';
+import { routeId } from '../src/core/gateway-route.js';
+import { workflowIdFor } from '../src/core/api.js';
+import { parseOperatorConfig } from '../src/plumbing/config.js';
+import { createLogger } from '../src/plumbing/logger.js';
+import { startOperator } from '../src/operator.js';
+import { janitorWorkflowId } from '../workflows/definitions.js';
+import { CaddyProcess } from './local-stack/caddy.js';
+import { cacheRoot } from './local-stack/components.js';
+import { freePort } from './local-stack/processes.js';
+import { down, kubectlRun, up, type StackInfo } from './local-stack/stack.js';
+
+const repo = (p: string) => fileURLToPath(new URL(`../${p}`, import.meta.url));
+const taskQueue = 'machinemodel-operator';
+const say = (line: string) => process.stdout.write(`${line}\n`);
+
+interface World {
+  stack: StackInfo;
+  caddy: CaddyProcess;
+  client: Client;
+  kubectl(...args: string[]): string;
+  apply(object: object): void;
+}
+
+function model(namespace: string, name: string, spec: object = {}) {
+  return {
+    apiVersion: 'stable.example.com/v1',
+    kind: 'MachineModel',
+    metadata: { name, namespace },
+    spec: {
+      image: 'registry.example.com/models/classifier:v1',
+      modelPath: '/models/classifier.pb',
+      resources: { cpu: '100m', memory: '128Mi' },
+      ...spec,
+    },
+  };
+}
+
+async function until<T>(what: string, probe: () => T | undefined | Promise<T | undefined>, seconds = 120): Promise<T> {
+  const deadline = Date.now() + seconds * 1000;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${seconds}s waiting for ${what}`);
+    await sleep(250);
+  }
+}
+
+function jsonpath(w: World, namespace: string, what: string, path: string): string {
+  try {
+    return w.kubectl('get', '-n', namespace, what, '-o', `jsonpath=${path}`).trim();
+  } catch {
+    return '';
+  }
+}
+
+const phaseIs = (w: World, ns: string, name: string, phase: string) =>
+  until(`${ns}/${name} ${phase}`, () => jsonpath(w, ns, `mm/${name}`, '{.status.phase}') === phase || undefined);
+
+/** Waits for the model's workflow run to close, then saves its history. */
+async function save(w: World, story: string, workflowId: string, closes = true): Promise<void> {
+  if (closes) {
+    await until(
+      `${workflowId} to close`,
+      async () => (await w.client.workflow.getHandle(workflowId).describe()).status.name !== 'RUNNING' || undefined,
+    );
+  }
+  const out = execFileSync(
+    w.stack.binaries.temporal,
+    [
+      'workflow',
+      'show',
+      '--address',
+      w.stack.temporalAddress,
+      '--namespace',
+      w.stack.temporalNamespace,
+      '-w',
+      workflowId,
+      '-o',
+      'json',
+    ],
+    { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 },
+  );
+  const file = repo(`test/histories/${story}.json`);
+  writeFileSync(file, out);
+  say(
+    `${story}: ${(JSON.parse(out) as { events: unknown[] }).events.length} events -> ${path.relative(repo(''), file)}`,
+  );
+}
+
+/** Stories run by an operator without a gateway. */
+const withoutGateway: Record<string, (w: World) => Promise<void>> = {
+  // Two replicas to Ready without a finalizer, an image update, `kubectl scale` drift restored, deleted.
+  async 'no-gateway-update-drift-delete'(w) {
+    const ns = 'hist';
+    w.apply(model(ns, 'plain', { minReplicas: 2, maxReplicas: 2 }));
+    await phaseIs(w, ns, 'plain', 'Ready');
+    w.kubectl(
+      'patch',
+      'mm',
+      'plain',
+      '-n',
+      ns,
+      '--type=merge',
+      '-p',
+      '{"spec":{"image":"registry.example.com/models/classifier:v2"}}',
+    );
+    await until('the update rolled out', () =>
+      jsonpath(w, ns, 'mm/plain', '{.status.observedGeneration}') === '2' &&
+      jsonpath(w, ns, 'mm/plain', '{.status.phase}') === 'Ready'
+        ? true
+        : undefined,
+    );
+    w.kubectl('scale', 'deployment', 'plain', '-n', ns, '--replicas=1');
+    await until('the drift repaired', () =>
+      jsonpath(w, ns, 'deployment/plain', '{.spec.replicas}') === '2' ? true : undefined,
+    );
+    await phaseIs(w, ns, 'plain', 'Ready');
+    w.kubectl('delete', 'mm', 'plain', '-n', ns);
+    await save(w, 'no-gateway-update-drift-delete', workflowIdFor(ns, 'plain'));
+  },
+
+  // A Deployment of the model's name that someone else owns: Failed with NotOwned; then deleted.
+  async 'deployment-not-owned'(w) {
+    const ns = 'hist';
+    w.kubectl('create', 'deployment', 'taken', '-n', ns, '--image=registry.example.com/other:v1');
+    w.apply(model(ns, 'taken', { endpointType: 'gRPC' }));
+    await phaseIs(w, ns, 'taken', 'Failed');
+    w.kubectl('delete', 'mm', 'taken', '-n', ns);
+    await save(w, 'deployment-not-owned', workflowIdFor(ns, 'taken'));
+    w.kubectl('delete', 'deployment', 'taken', '-n', ns);
+  },
+};
+
+/** Stories run by an operator that publishes on Caddy. */
+const onCaddy: Record<string, (w: World) => Promise<void>> = {
+  // Published on Caddy; an image update; `mmctl resync --wait`; a drift-check round; Caddy stopped, then
+  // deleted (UnregisterPending, the finalizer kept); Caddy back; the deletion completes.
+  async 'caddy-update-resync-outage-delete'(w) {
+    const ns = 'hist';
+    w.apply(model(ns, 'published'));
+    await until('published', () => jsonpath(w, ns, 'mm/published', '{.status.gatewayURL}') || undefined);
+    w.kubectl(
+      'patch',
+      'mm',
+      'published',
+      '-n',
+      ns,
+      '--type=merge',
+      '-p',
+      '{"spec":{"image":"registry.example.com/models/classifier:v2"}}',
+    );
+    await until('the update rolled out', () =>
+      jsonpath(w, ns, 'mm/published', '{.status.observedGeneration}') === '2' &&
+      jsonpath(w, ns, 'mm/published', '{.status.phase}') === 'Ready'
+        ? true
+        : undefined,
+    );
+    execFileSync('npx', ['tsx', repo('src/mmctl.ts'), 'resync', `${ns}/published`, '--wait'], {
+      stdio: 'inherit',
+      env: process.env,
+    });
+    await sleep(driftCheckSeconds * 1000 + 3000);
+    await w.caddy.stop();
+    w.kubectl('delete', 'mm', 'published', '-n', ns, '--wait=false');
+    await until('UnregisterPending', () =>
+      jsonpath(w, ns, 'mm/published', '{.status.conditions[?(@.type=="GatewayRegistered")].reason}') ===
+      'UnregisterPending'
+        ? true
+        : undefined,
+    );
+    await sleep(8000);
+    await w.caddy.start();
+    await save(w, 'caddy-update-resync-outage-delete', workflowIdFor(ns, 'published'));
+  },
+
+  // Published, then its namespace deleted: applyChildren fails with NamespaceTerminating, the status says
+  // Deleting, and the cleanup round removes the route and the finalizer.
+  async 'namespace-terminating-is-deletion'(w) {
+    const ns = 'hist-doomed';
+    w.kubectl('create', 'namespace', ns);
+    w.apply(model(ns, 'doomed'));
+    await until('published', () => jsonpath(w, ns, 'mm/doomed', '{.status.gatewayURL}') || undefined);
+    w.kubectl('delete', 'namespace', ns, '--wait=false');
+    await save(w, 'namespace-terminating-is-deletion', workflowIdFor(ns, 'doomed'));
+  },
+
+  // The janitor removes a route whose model never existed.
+  async 'gateway-janitor-removes-orphan'(w) {
+    const orphan = routeId({ namespace: 'hist', name: 'ghost', uid: randomUUID() });
+    const admin = `${w.caddy.adminURL}/config/apps/http/servers/machinemodels/routes/0`;
+    const put = await request('PUT', admin, {
+      '@id': orphan,
+      match: [{ path: ['/ghost', '/ghost/*'] }],
+      handle: [{ handler: 'static_response', body: 'boo' }],
+    });
+    if (put.status !== 200) throw new Error(`Caddy refused the orphan route: ${put.status} ${put.body}`);
+    await until('the orphan removed', async () => {
+      const res = await request('GET', `${w.caddy.adminURL}/id/${orphan}`);
+      return res.status === 404 || undefined;
+    });
+    await sleep(janitorSweepSeconds * 1000);
+    await save(w, 'gateway-janitor-removes-orphan', janitorWorkflowId(taskQueue), false);
+  },
+};
+
+const driftCheckSeconds = 10;
+const janitorSweepSeconds = 5;
+
+async function runStories(
+  w: World,
+  stories: Record<string, (w: World) => Promise<void>>,
+  args: string[],
+  wanted: string[],
+) {
+  const chosen = Object.entries(stories).filter(([name]) => wanted.length === 0 || wanted.includes(name));
+  if (chosen.length === 0) return;
+  const log = createLogger(process.env.LOG_LEVEL ?? 'warn');
+  const operator = startOperator(parseOperatorConfig(args), log);
+  await Promise.race([operator.started, operator.done]);
+  try {
+    for (const [name, story] of chosen) {
+      say(`recording ${name}`);
+      await story(w);
+    }
+  } finally {
+    await operator.stop();
+  }
+}
+
+async function main(): Promise<void> {
+  const wanted = process.argv.slice(2);
+  const stateDir = path.join(cacheRoot, `record-histories-${process.pid}`);
+  const stack = await up({ stateDir, ports: 'auto', fresh: true });
+  const caddy = new CaddyProcess(stack.binaries.caddy, path.join(stateDir, 'logs'), await freePort(), await freePort());
+  const connection = await Connection.connect({ address: stack.temporalAddress });
+  try {
+    Object.assign(process.env, {
+      KUBECONFIG: stack.kubeconfig,
+      TEMPORAL_ADDRESS: stack.temporalAddress,
+      TEMPORAL_NAMESPACE: stack.temporalNamespace,
+    });
+    const kubectl = (...args: string[]) => kubectlRun(stack, args);
+    const apply = (object: object) => void kubectlRun(stack, ['apply', '-f', '-'], JSON.stringify(object));
+    kubectl('apply', '--server-side', '-k', repo('crds'));
+    kubectl('wait', '--for=condition=Established', 'crd/machinemodels.stable.example.com', '--timeout=60s');
+    kubectl('create', 'namespace', 'hist');
+    const w: World = {
+      stack,
+      caddy,
+      client: new Client({ connection, namespace: stack.temporalNamespace }),
+      kubectl,
+      apply,
+    };
+    const common = ['--metrics-port', '0', '--drift-check', String(driftCheckSeconds)];
+    await runStories(w, withoutGateway, [...common, '--gateway', 'none'], wanted);
+    await caddy.start();
+    Object.assign(process.env, caddy.operatorEnv);
+    await runStories(
+      w,
+      onCaddy,
+      [...common, '--gateway', 'caddy', '--gateway-sweep', String(janitorSweepSeconds)],
+      wanted,
+    );
+  } finally {
+    await caddy.stop().catch(() => undefined);
+    await connection.close();
+    await down(stateDir, true);
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    process.stderr.write(`error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exit(1);
+  },
+);
