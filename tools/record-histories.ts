@@ -4,11 +4,12 @@
 //   npm run histories:record [-- <story> ...]
 // It writes test/histories/<story>.json (the Temporal CLI's `workflow show -o json` form) and stops
 // everything it started.
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import { request } from '../activities/gateway/http.js';
@@ -169,8 +170,8 @@ const onCaddy: Record<string, (w: World) => Promise<void>> = {
         ? true
         : undefined,
     );
-    execFileSync('npx', ['tsx', repo('src/mmctl.ts'), 'resync', `${ns}/published`, '--wait'], {
-      stdio: 'inherit',
+    // Not execFileSync: the worker in this process must run the update while mmctl waits for its answer.
+    await promisify(execFile)('npx', ['tsx', repo('src/mmctl.ts'), 'resync', `${ns}/published`, '--wait'], {
       env: process.env,
     });
     await sleep(driftCheckSeconds * 1000 + 3000);
@@ -187,15 +188,14 @@ const onCaddy: Record<string, (w: World) => Promise<void>> = {
     await save(w, 'caddy-update-resync-outage-delete', workflowIdFor(ns, 'published'));
   },
 
-  // Published, then its namespace deleted: applyChildren fails with NamespaceTerminating, the status says
-  // Deleting, and the cleanup round removes the route and the finalizer.
-  async 'namespace-terminating-is-deletion'(w) {
+  // Published, then its namespace deleted: the cleanup round removes the route and the finalizer.
+  async 'namespace-deleted'(w) {
     const ns = 'hist-doomed';
     w.kubectl('create', 'namespace', ns);
     w.apply(model(ns, 'doomed'));
     await until('published', () => jsonpath(w, ns, 'mm/doomed', '{.status.gatewayURL}') || undefined);
     w.kubectl('delete', 'namespace', ns, '--wait=false');
-    await save(w, 'namespace-terminating-is-deletion', workflowIdFor(ns, 'doomed'));
+    await save(w, 'namespace-deleted', workflowIdFor(ns, 'doomed'));
   },
 
   // The janitor removes a route whose model never existed.

@@ -115,17 +115,13 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
   // Level-triggered: every run begins by looking, unless it continues a quiet predecessor.
   const loop: LoopState = { dirty: input.dirty ?? true, foreignSignal: false, roundInProgress: false, finished: false };
   let nextCheckSeconds = input.nextCheckSeconds ?? 0;
-  handleMessages(
-    state,
-    loop,
-    () => ({
-      ...state,
-      ...key,
-      pendingWork: loop.dirty,
-      roundInProgress: loop.roundInProgress,
-      config: cfg,
-    }),
-  );
+  handleMessages(state, loop, () => ({
+    ...state,
+    ...key,
+    pendingWork: loop.dirty,
+    roundInProgress: loop.roundInProgress,
+    config: cfg,
+  }));
 
   /** What the last round saw and ran, for the Web UI's summaries and current details. */
   const seen: { readiness?: string; image?: string } = {};

@@ -63,8 +63,8 @@ describe('the patch policy', () => {
   });
 
   it('reads releases from the changelog headings', () => {
-    expect(releasesIn('# Changelog\n\n## [Unreleased]\n\n## [0.2.0] - 2026-12-01\n\n## [0.1.0] - 2026-11-24\n')).toEqual(
-      ['0.2.0', '0.1.0'],
-    );
+    expect(
+      releasesIn('# Changelog\n\n## [Unreleased]\n\n## [0.2.0] - 2026-12-01\n\n## [0.1.0] - 2026-11-24\n'),
+    ).toEqual(['0.2.0', '0.1.0']);
   });
 });

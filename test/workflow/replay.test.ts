@@ -25,5 +25,4 @@ describe('replay of recorded histories', () => {
     const rounds = await registry.getSingleMetric('machinemodel_operator_reconcile_rounds_total')!.get();
     expect(rounds.values.reduce((sum, v) => sum + v.value, 0)).toBe(0);
   });
-
 });
