@@ -1,10 +1,10 @@
 // The import rules of the layers (README "Layout"); `npm test` fails on any violation.
 //   src/core        pure, workflow-safe decisions: imports nothing but itself
 //   workflows       orchestration: src/core, @temporalio/workflow|common; activities only as types
-//   activities      Kubernetes and gateway I/O: src/core, src/plumbing
-//   src/informer    watch -> filter -> signal: src/core, src/plumbing, the workflows' contract
-//   src/plumbing    config, clients, logging, metrics: src/core
-//   src/cli         mmctl's reads and output: src/core, src/plumbing, the workflows' contract (no activities)
+//   activities      Kubernetes and gateway I/O: src/core, src/process
+//   src/informer    watch -> filter -> signal: src/core, src/process, the workflows' contract
+//   src/process    config, clients, logging, metrics: src/core
+//   src/cli         mmctl's reads and output: src/core, src/process, the workflows' contract (no activities)
 //   src/*.ts        entry points: anything above
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
@@ -60,9 +60,9 @@ module.exports = {
       to: { path: '^src/cli/' },
     },
     {
-      name: 'plumbing-below-the-product',
+      name: 'process-below-the-product',
       severity: 'error',
-      from: { path: '^src/plumbing/' },
+      from: { path: '^src/process/' },
       to: { path: '^(workflows/|activities/|src/informer/|src/[^/]+\\.ts$)' },
     },
     {

@@ -3,7 +3,7 @@ import { log } from '@temporalio/activity';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { apiVersion, kind, type ModelRef } from '../src/core/api.js';
 import type { ActivityDeps } from './deps.js';
-import { apiMessage, apiStatus } from '../src/plumbing/kube-errors.js';
+import { apiMessage, apiStatus } from '../src/process/kube-errors.js';
 
 export type EventType = 'Normal' | 'Warning';
 

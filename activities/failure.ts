@@ -2,7 +2,7 @@
 // decides whether Temporal retries it. Kubernetes and gateway errors are translated here, once.
 import { ApplicationFailure } from '@temporalio/common';
 import { failureTypes, type FailureType } from '../src/core/failures.js';
-import { apiMessage, apiStatus, isNamespaceTerminating } from '../src/plumbing/kube-errors.js';
+import { apiMessage, apiStatus, isNamespaceTerminating } from '../src/process/kube-errors.js';
 import { GatewayMisconfigured, GatewayUnavailable } from './gateway/driver.js';
 
 export function fail(type: FailureType, message: string): ApplicationFailure {

@@ -1,7 +1,7 @@
 import { finalizerName, type ModelRef } from '../src/core/api.js';
 import type { ActivityDeps } from './deps.js';
 import { fail, kubeFailure } from './failure.js';
-import { apiStatus } from '../src/plumbing/kube-errors.js';
+import { apiStatus } from '../src/process/kube-errors.js';
 
 // Finalizer changes are JSON patches that first test the uid and resourceVersion: they never touch a
 // newer object of the same name, and never overwrite a finalizer list someone else just changed
@@ -57,7 +57,7 @@ async function patchFinalizers(
     if (apiStatus(err) === 404) return undefined;
     // A failed `test` (the object changed since we read it) comes back as 422 or 409: read again.
     if (apiStatus(err) === 422 || apiStatus(err) === 409) {
-      kube.distrust('MachineModel', ref.namespace, ref.name, seen);
+      kube.bypassCacheUntilNewer('MachineModel', ref.namespace, ref.name, seen);
       throw fail('Conflict', `${action} on MachineModel ${ref.namespace}/${ref.name}: the object changed meanwhile`);
     }
     throw kubeFailure(err, `${action} on MachineModel ${ref.namespace}/${ref.name}`);

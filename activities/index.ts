@@ -8,7 +8,7 @@ import {
   removeCollidingRouteActivity,
   removeOrphanRouteActivity,
   unregisterRouteActivity,
-} from './gateway-route.js';
+} from './publication.js';
 import { readModelActivity } from './read-model.js';
 import { writeStatusActivity } from './write-status.js';
 
@@ -34,4 +34,4 @@ export type { ActivityDeps } from './deps.js';
 export type { ModelSnapshot } from './read-model.js';
 export type { ApplyResult } from './apply-children.js';
 export type { WriteStatusInput, WriteStatusResult } from './write-status.js';
-export type { RegisterResult } from './gateway-route.js';
+export type { RegisterResult } from './publication.js';

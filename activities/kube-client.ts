@@ -8,8 +8,8 @@ import {
   type KubernetesObject,
   type V1Pod,
 } from '@kubernetes/client-node';
-import { apiClient } from '../src/plumbing/kube-api.js';
-import { apiStatus } from '../src/plumbing/kube-errors.js';
+import { apiClient } from '../src/process/kube-api.js';
+import { apiStatus } from '../src/process/kube-errors.js';
 import { fieldManager, group, plural, version, type MachineModel, type MachineModelStatus } from '../src/core/api.js';
 import { selectorLabels, selectorString } from '../src/core/desired-state.js';
 import { compareResourceVersions, newerThan } from '../src/core/resource-version.js';
@@ -99,7 +99,7 @@ export class KubeClient {
    * The object changed after `seen` (a write failed its conflict check, or we deleted it): read it
    * from the apiserver until the cache has something newer or no longer holds it.
    */
-  distrust(kind: string, namespace: string, name: string, seen: string | undefined): void {
+  bypassCacheUntilNewer(kind: string, namespace: string, name: string, seen: string | undefined): void {
     const floor = newerThan(seen);
     if (this.cache && floor) remember(this.freshFrom, `${kind}/${namespace}/${name}`, floor);
   }
@@ -220,6 +220,6 @@ export class KubeClient {
     if (!obj.kind || !namespace || !name) return;
     const cached = this.cache?.lookup(obj.kind, namespace, name);
     const seen = cached && cached !== 'unknown' ? cached.metadata?.resourceVersion : undefined;
-    this.distrust(obj.kind, namespace, name, seen ?? obj.metadata?.resourceVersion);
+    this.bypassCacheUntilNewer(obj.kind, namespace, name, seen ?? obj.metadata?.resourceVersion);
   }
 }

@@ -2,7 +2,7 @@ import type { Condition, MachineModelStatus, ModelRef, Phase } from '../src/core
 import { computeStatus, statusDiffers, type StatusInput } from '../src/core/status.js';
 import type { ActivityDeps } from './deps.js';
 import { kubeFailure } from './failure.js';
-import { apiStatus } from '../src/plumbing/kube-errors.js';
+import { apiStatus } from '../src/process/kube-errors.js';
 import { recordEventBestEffort } from './events.js';
 
 export type WriteStatusInput = Omit<StatusInput, 'now'>;

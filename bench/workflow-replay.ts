@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { Registry } from 'prom-client';
-import { ReconcileMetrics } from '../src/plumbing/reconcile-metrics.js';
+import { ReconcileMetrics } from '../src/process/reconcile-metrics.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const dir = path.join(root, 'test/histories');

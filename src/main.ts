@@ -1,9 +1,9 @@
 // Entry point of the operator: `tsx src/main.ts [flags]` (see --help).
 import { CommanderError } from 'commander';
-import { parseOperatorConfig } from './plumbing/config.js';
-import { createLogger } from './plumbing/logger.js';
+import { parseOperatorConfig } from './process/config.js';
+import { createLogger } from './process/logger.js';
 import { startOperator } from './operator.js';
-import { installRuntime, shutdownRequested } from './plumbing/runtime.js';
+import { installRuntime, shutdownRequested } from './process/sdk-runtime.js';
 
 async function main(): Promise<number> {
   let config;

@@ -20,8 +20,8 @@ import {
 } from './cli/model-workflows.js';
 import { webUiLink } from './cli/web-ui.js';
 import { renderHistory, renderList, renderOutcome, renderStatus } from './cli/render.js';
-import { temporalConfigFrom, temporalOptions } from './plumbing/config.js';
-import { connectClient } from './plumbing/temporal.js';
+import { temporalConfigFrom, temporalOptions } from './process/config.js';
+import { connectClient } from './process/temporal.js';
 import { startOptions } from './informer/workflow-client.js';
 import { reconcileNowUpdate, resyncSignal, workflowType } from '../workflows/definitions.js';
 

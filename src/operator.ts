@@ -8,19 +8,19 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { Client } from '@temporalio/client';
 import { Worker } from '@temporalio/worker';
 import type { Logger } from 'pino';
-import { CaddyDriver } from '../activities/gateway/caddy.js';
+import { CaddyDriver } from '../activities/gateway/caddy-driver.js';
 import type { GatewayDriver } from '../activities/gateway/driver.js';
-import { GatewayApiDriver } from '../activities/gateway/gateway-api.js';
+import { GatewayApiDriver } from '../activities/gateway/gateway-api-driver.js';
 import { createActivities } from '../activities/index.js';
 import { KubeClient } from '../activities/kube-client.js';
 import { janitorWorkflowId, janitorWorkflowType, type JanitorInput } from '../workflows/definitions.js';
-import type { GatewayConfig, OperatorConfig } from './plumbing/config.js';
+import type { GatewayConfig, OperatorConfig } from './process/config.js';
 import { Informer } from './informer/informer.js';
-import { createMetrics, serveEndpoints, type MetricSources } from './plumbing/metrics.js';
-import { ReconcileMetrics } from './plumbing/reconcile-metrics.js';
-import { Reachability, Readiness } from './plumbing/readiness.js';
+import { createMetrics, serveEndpoints, type MetricSources } from './process/metrics.js';
+import { ReconcileMetrics } from './process/reconcile-metrics.js';
+import { Reachability, ReadyGate } from './process/ready-gate.js';
 import { Signaler } from './informer/signaler.js';
-import { lazyClient, untilTemporalAnswers, watchTemporal, workerConnector } from './plumbing/temporal.js';
+import { lazyClient, untilTemporalAnswers, watchTemporal, workerConnector } from './process/temporal.js';
 import { signalVanishedModels } from './informer/vanished-models.js';
 import { workflowSender } from './informer/workflow-client.js';
 
@@ -75,8 +75,8 @@ interface Parts {
 export function startOperator(config: OperatorConfig, log: Logger): RunningOperator {
   const kc = loadKubeConfig(config.kubeconfig);
   const abort = new AbortController();
-  const readiness = new Readiness();
-  const temporal = new Reachability('temporal', `Temporal at ${config.temporal.address}`, readiness, log);
+  const readyGate = new ReadyGate();
+  const temporal = new Reachability('temporal', `Temporal at ${config.temporal.address}`, readyGate, log);
   const sources: MetricSources = {};
   const registry = createMetrics(sources);
   const reconcileMetrics = new ReconcileMetrics(registry);
@@ -89,7 +89,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
   if (workerKube) sources.reads = workerKube.reads;
 
   async function startWorker(): Promise<void> {
-    readiness.waitFor('worker', 'the worker does not poll Temporal yet');
+    readyGate.waitFor('worker', 'the worker does not poll Temporal yet');
     const workflows = workflowSource();
     const kube = workerKube!;
     const activities = createActivities({ kube, build: config.build, gateway: gatewayDriver(config.gateway, kube) });
@@ -120,7 +120,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
       if (worker.getState() === 'RUNNING') worker.shutdown();
       await run.catch(() => undefined);
     };
-    readiness.ready('worker');
+    readyGate.ready('worker');
     log.info({ taskQueue: config.temporal.taskQueue, namespace: config.temporal.namespace }, 'worker running');
   }
 
@@ -137,7 +137,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
     const apiserver = new Reachability(
       'informer',
       `the Kubernetes API at ${server} (for the informer)`,
-      readiness,
+      readyGate,
       log,
       'the informer has not listed MachineModels and their children yet',
     );
@@ -192,7 +192,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
 
   const started = (async () => {
     if (config.metrics.port) {
-      parts.endpoints = await serveEndpoints(registry, readiness, config.metrics.port, config.metrics.host);
+      parts.endpoints = await serveEndpoints(registry, readyGate, config.metrics.port, config.metrics.host);
       log.info({ port: config.metrics.port }, 'serving /metrics, /healthz and /readyz');
     }
     await Promise.all([

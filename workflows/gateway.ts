@@ -5,7 +5,7 @@
 import type { Activities, ModelSnapshot, WriteStatusInput, WriteStatusResult } from '../activities/index.js';
 import type { ModelRef } from '../src/core/api.js';
 import { policyOf } from '../src/core/failures.js';
-import { gatewayCondition, type GatewayCondition } from '../src/core/gateway-route.js';
+import { gatewayCondition, type GatewayCondition } from '../src/core/route-rules.js';
 import type { Verdict } from '../src/core/status.js';
 import type { CarriedState } from './definitions.js';
 import { failureOf, gatewayStepOptions, localFirstWith, step } from './steps.js';
@@ -82,10 +82,10 @@ export function gatewaySteps(ctx: GatewayContext) {
      * Registers a Ready model's route; an idempotent check each Ready round keeps it in step with the
      * spec. A gateway outage becomes a condition and an early retry instead of a stuck round.
      */
-    async publish(snap: ModelSnapshot): Promise<Publication | undefined> {
-      if (snap.gatewayConfigured === false) return undefined;
+    async publish(model: ModelSnapshot): Promise<Publication | undefined> {
+      if (model.gatewayConfigured === false) return undefined;
       try {
-        const r = await gatewayStep('registerRoute', 'publish on the gateway', snap);
+        const r = await gatewayStep('registerRoute', 'publish on the gateway', model);
         if (!r.configured) return undefined;
         state.routeRegistered = r.registered || state.routeRegistered;
         return { changes: r.changes, condition: r.condition, url: r.url ?? null, retrySoon: false };

@@ -89,7 +89,7 @@ function handleMessages(state: CarriedState, loop: LoopState, view: () => Workfl
   setHandler(reconcileSignal, (hint) => {
     if (isEcho(state, hint)) {
       state.signals++;
-      state.echoes = state.echoes.filter((w) => w !== `${hint.source}/${hint.resourceVersion}`);
+      state.echoes = state.echoes.filter((e) => e !== `${hint.source}/${hint.resourceVersion}`);
       return;
     }
     wake(hint.uid);
@@ -162,24 +162,24 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
     });
 
     state.echoes = [];
-    const snap = await kubeStep('readModel', `read MachineModel ${label}`, key);
+    const model = await kubeStep('readModel', `read MachineModel ${label}`, key);
     const previous = state.uid ? { ...key, uid: state.uid } : undefined;
     // Without a gateway nothing lies outside the namespace to clean: no finalizer, so no deletion waits on us.
-    const lifecycle = lifecycleOf(snap, snap?.gatewayConfigured !== false);
+    const lifecycle = lifecycleOf(model, model?.gatewayConfigured !== false);
     if (lifecycle.step === 'gone') {
       // Gone without our finalizer having run (removed by force): its route must still go.
       if (previous) await gateway.forget(previous);
       return outcome({ finished: true, message: `MachineModel ${label} no longer exists` });
     }
-    await observeIdentity(snap!, previous);
+    await observeIdentity(model!, previous);
     return lifecycle.step === 'cleanup'
-      ? cleanup(snap!, lifecycle.removeFinalizer, outcome)
-      : apply(snap!, lifecycle.addFinalizer, outcome);
+      ? cleanup(model!, lifecycle.removeFinalizer, outcome)
+      : apply(model!, lifecycle.addFinalizer, outcome);
   }
 
   /** First sight, a new object of the same name, or a new generation: progress starts over. */
-  async function observeIdentity(snap: ModelSnapshot, previous: ModelRef | undefined) {
-    const { ref, generation } = snap;
+  async function observeIdentity(model: ModelSnapshot, previous: ModelRef | undefined) {
+    const { ref, generation } = model;
     if (state.uid !== ref.uid) {
       // The previous object's route is removed by its own uid, so the new object's is never touched.
       if (previous) await gateway.forget(previous);
@@ -198,10 +198,10 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
 
   type Outcome = (fields: Partial<Omit<Round, 'nextCheckSeconds'>>, next?: number) => Round;
 
-  async function cleanup(snap: ModelSnapshot, removeFinalizer: boolean, outcome: Outcome): Promise<Round> {
-    const { ref, generation } = snap;
+  async function cleanup(model: ModelSnapshot, removeFinalizer: boolean, outcome: Outcome): Promise<Round> {
+    const { ref, generation } = model;
     // Without a gateway nothing can hold the finalizer: no Deleting status that nobody would see.
-    const waitsForGateway = snap.gatewayConfigured !== false;
+    const waitsForGateway = model.gatewayConfigured !== false;
     if (waitsForGateway) {
       await writeStatus(ref, generation, { kind: 'deleting', message: 'cleaning up before the finalizer is removed' });
     }
@@ -222,8 +222,8 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
     return outcome({ finished: true, changes, message: `MachineModel ${label} deleted` });
   }
 
-  async function apply(snap: ModelSnapshot, addFinalizer: boolean, outcome: Outcome): Promise<Round> {
-    const { ref, generation } = snap;
+  async function apply(model: ModelSnapshot, addFinalizer: boolean, outcome: Outcome): Promise<Round> {
+    const { ref, generation } = model;
     const changes: string[] = [];
     try {
       if (addFinalizer) {
@@ -231,13 +231,13 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
         if (written) state.echoes.push(written);
         changes.push('finalizer added');
       }
-      if (snap.specErrors.length > 0) {
-        const message = snap.specErrors.join('; ');
-        const w = await writeStatus(ref, generation, { kind: 'failed', reason: invalidSpec, message });
-        return outcome({ changes, conditions: w.conditions, message: 'invalid spec: waiting for it to change' });
+      if (model.specErrors.length > 0) {
+        const message = model.specErrors.join('; ');
+        const status = await writeStatus(ref, generation, { kind: 'failed', reason: invalidSpec, message });
+        return outcome({ changes, conditions: status.conditions, message: 'invalid spec: waiting for it to change' });
       }
-      seen.image = snap.spec.image;
-      const applied = await kubeStep('applyChildren', applySummary(snap.spec), snap);
+      seen.image = model.spec.image;
+      const applied = await kubeStep('applyChildren', applySummary(model.spec), model);
       changes.push(...applied.changes);
       state.echoes.push(...applied.written);
       const { readiness } = applied;
@@ -245,9 +245,9 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
       state.progressStartedAt = decision.progressStartedAt;
       state.notReadyChecks = decision.notReadyChecks;
       seen.readiness = readinessSummary(readiness);
-      const route = decision.verdict.kind === 'ready' ? await gateway.publish(snap) : undefined;
+      const route = decision.verdict.kind === 'ready' ? await gateway.publish(model) : undefined;
       if (route) changes.push(...route.changes);
-      const w = await writeStatus(
+      const status = await writeStatus(
         ref,
         generation,
         decision.verdict,
@@ -263,19 +263,19 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
       const next = route?.retrySoon
         ? Math.min(decision.nextCheckSeconds, gatewayRetryMaxSeconds)
         : decision.nextCheckSeconds;
-      return outcome({ changes, conditions: w.conditions }, next);
+      return outcome({ changes, conditions: status.conditions }, next);
     } catch (err) {
       const failure = failureOf(err);
       if (!failure) throw err;
       const decision = errorPolicy(failure);
       switch (decision.kind) {
         case 'failed': {
-          const w = await writeStatus(ref, generation, decision);
-          return outcome({ changes, conditions: w.conditions, message: decision.message });
+          const status = await writeStatus(ref, generation, decision);
+          return outcome({ changes, conditions: status.conditions, message: decision.message });
         }
         case 'deletion-pending': {
-          const w = await writeStatus(ref, generation, { kind: 'deleting', message: decision.message });
-          return outcome({ changes, conditions: w.conditions, message: decision.message });
+          const status = await writeStatus(ref, generation, { kind: 'deleting', message: decision.message });
+          return outcome({ changes, conditions: status.conditions, message: decision.message });
         }
         case 'requeue':
           return outcome({ changes, message: decision.message, requeued: true }, decision.afterSeconds);

@@ -1,5 +1,5 @@
 import type { ModelRef } from '../../src/core/api.js';
-import type { ExistingRoute, RouteSpec } from '../../src/core/gateway-route.js';
+import type { ExistingRoute, RouteSpec } from '../../src/core/route-rules.js';
 
 /** One API gateway. Every method is idempotent. */
 export interface GatewayDriver {

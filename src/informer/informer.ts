@@ -21,9 +21,9 @@ import {
 } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { childSelector, group, plural, version } from '../core/api.js';
-import { apiClient } from '../plumbing/kube-api.js';
-import { apiMessage } from '../plumbing/kube-errors.js';
-import type { Reachability } from '../plumbing/readiness.js';
+import { apiClient } from '../process/kube-api.js';
+import { apiMessage } from '../process/kube-errors.js';
+import type { Reachability } from '../process/ready-gate.js';
 import {
   ChangeFilter,
   type SignalRequest,

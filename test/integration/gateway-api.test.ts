@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { gatewayApiCrdFiles } from '../../tools/local-stack/gateway-api.js';
+import { gatewayApiCrdFiles } from '../../tools/local-stack/gateway-api-crds.js';
 import { conditionOf, kubectlFor } from '../support/cluster.js';
 import { eventually } from '../support/eventually.js';
 import { machineModel } from '../support/models.js';

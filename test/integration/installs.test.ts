@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { temporalCli } from '../../tools/local-stack/components.js';
 import { freePort } from '../../tools/local-stack/processes.js';
 import { kubectlRun } from '../../tools/local-stack/stack.js';
-import { operatorEnvironment, parseOperatorConfig, type OperatorConfig } from '../../src/plumbing/config.js';
+import { operatorEnvironment, parseOperatorConfig, type OperatorConfig } from '../../src/process/config.js';
 import { operatorSearchAttributes } from '../../workflows/search-attributes.js';
 import { eventually } from '../support/eventually.js';
 

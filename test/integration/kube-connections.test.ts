@@ -4,7 +4,7 @@
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { afterEach, expect, inject, it } from 'vitest';
 import { KubeClient } from '../../activities/kube-client.js';
-import { apiClient } from '../../src/plumbing/kube-api.js';
+import { apiClient } from '../../src/process/kube-api.js';
 import { kubeconfigThrough } from '../support/cluster.js';
 import { FaultyProxy } from '../support/faulty-proxy.js';
 

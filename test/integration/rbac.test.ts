@@ -10,7 +10,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { recordEvent } from '../../activities/events.js';
 import { KubeClient } from '../../activities/kube-client.js';
 import { finalizerName } from '../../src/core/api.js';
-import { CaddyProcess } from '../support/caddy.js';
+import { CaddyProcess } from '../support/caddy-under-test.js';
 import { conditionOf, kubectlFor } from '../support/cluster.js';
 import { eventually } from '../support/eventually.js';
 import { machineModel } from '../support/models.js';

@@ -2,7 +2,7 @@
 // stubbed activities read and write this object instead of an apiserver.
 import { ApplicationFailure } from '@temporalio/common';
 import type { Activities, ModelSnapshot } from '../../activities/index.js';
-import type { GatewayInspection } from '../../activities/gateway-route.js';
+import type { GatewayInspection } from '../../activities/publication.js';
 import { finalizerName, type MachineModelSpec, type MachineModelStatus } from '../../src/core/api.js';
 import { computeStatus, type Readiness } from '../../src/core/status.js';
 import { validateSpec } from '../../src/core/validation.js';
@@ -115,12 +115,12 @@ export class FakeCluster {
         this.count('recordModelEvent');
         this.eventReasons.push(reason);
       },
-      registerRoute: async (snap) => {
+      registerRoute: async (model) => {
         this.count('registerRoute');
         if (!this.gatewayConfigured) return { configured: false, registered: false, changes: [] };
         if (this.gatewayDown)
           throw ApplicationFailure.retryable('Caddy admin API is unreachable', 'GatewayUnavailable');
-        this.routes.add(snap.ref.uid);
+        this.routes.add(model.ref.uid);
         const url = 'http://gateway.example/models/default/m';
         return {
           configured: true,

@@ -6,7 +6,7 @@ import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { bundleWorkflowCode, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, inject } from 'vitest';
-import { ReconcileMetrics } from '../../src/plumbing/reconcile-metrics.js';
+import { ReconcileMetrics } from '../../src/process/reconcile-metrics.js';
 import type { FakeCluster } from './fake-cluster.js';
 import { registerSearchAttributes } from './temporal.js';
 

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { parseOperatorConfig } from '../../src/plumbing/config.js';
+import { parseOperatorConfig } from '../../src/process/config.js';
 
 const saved = { ...process.env };
 afterEach(() => {

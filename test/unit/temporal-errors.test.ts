@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { temporalErrorReason } from '../../src/plumbing/temporal.js';
+import { temporalErrorReason } from '../../src/process/temporal.js';
 
 // Messages as the worker's connection (Temporal's Rust core, tonic/hyper) reports them.
 describe('temporalErrorReason', () => {

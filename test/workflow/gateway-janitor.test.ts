@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { workflowIdFor } from '../../src/core/api.js';
-import { routeId } from '../../src/core/gateway-route.js';
+import { routeId } from '../../src/core/route-rules.js';
 import {
   janitorSweepSignal,
   stateQuery,

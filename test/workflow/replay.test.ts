@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { Worker } from '@temporalio/worker';
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { ReconcileMetrics } from '../../src/plumbing/reconcile-metrics.js';
+import { ReconcileMetrics } from '../../src/process/reconcile-metrics.js';
 
 const dir = fileURLToPath(new URL('../histories', import.meta.url));
 const files = readdirSync(dir).filter((f) => f.endsWith('.json'));

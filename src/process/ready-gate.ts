@@ -1,7 +1,7 @@
 // What the process still waits for before it can do its work; /readyz is 200 only when nothing.
 import type { Logger } from 'pino';
 
-export class Readiness {
+export class ReadyGate {
   private readonly waiting = new Map<string, string>();
 
   /** `part` cannot work yet, for `reason` (shown by /readyz). */
@@ -31,11 +31,11 @@ export class Reachability {
   constructor(
     private readonly part: string,
     private readonly what: string,
-    private readonly readiness: Readiness,
+    private readonly gate: ReadyGate,
     private readonly log: Logger,
     initially = `${what}: not contacted yet`,
   ) {
-    readiness.waitFor(part, initially);
+    gate.waitFor(part, initially);
   }
 
   up(): void {
@@ -43,7 +43,7 @@ export class Reachability {
       this.log.info(`${this.what} answers (after ${((Date.now() - this.downSince) / 1000).toFixed(1)}s)`);
     }
     this.state = 'up';
-    this.readiness.ready(this.part);
+    this.gate.ready(this.part);
   }
 
   down(reason: string): void {
@@ -54,6 +54,6 @@ export class Reachability {
       this.log.debug({ reason }, `${this.what} still does not answer`);
     }
     this.state = 'down';
-    this.readiness.waitFor(this.part, `${this.what}: ${reason}`);
+    this.gate.waitFor(this.part, `${this.what}: ${reason}`);
   }
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { caddyRoute } from '../../activities/gateway/caddy.js';
-import { httpRoute } from '../../activities/gateway/gateway-api.js';
+import { caddyRoute } from '../../activities/gateway/caddy-driver.js';
+import { httpRoute } from '../../activities/gateway/gateway-api-driver.js';
 import { defaultBuildOptions } from '../../src/core/desired-state.js';
 import {
   collisionLosers,
@@ -10,7 +10,7 @@ import {
   routeId,
   routeSpec,
   wantsRoute,
-} from '../../src/core/gateway-route.js';
+} from '../../src/core/route-rules.js';
 import { validateSpec } from '../../src/core/validation.js';
 
 const ref = { namespace: 'ml', name: 'clf', uid: '1234-abcd' };

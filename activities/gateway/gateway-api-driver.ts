@@ -9,9 +9,9 @@ import {
   type ModelRef,
 } from '../../src/core/api.js';
 import { childLabels, isSubset } from '../../src/core/desired-state.js';
-import { parseRouteId, type ExistingRoute, type RouteSpec } from '../../src/core/gateway-route.js';
+import { parseRouteId, type ExistingRoute, type RouteSpec } from '../../src/core/route-rules.js';
 import { ownershipOf } from '../../src/core/ownership.js';
-import { apiMessage, apiStatus } from '../../src/plumbing/kube-errors.js';
+import { apiMessage, apiStatus } from '../../src/process/kube-errors.js';
 import type { KubeClient } from '../kube-client.js';
 import { GatewayMisconfigured, GatewayUnavailable, type GatewayDriver } from './driver.js';
 

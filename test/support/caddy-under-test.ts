@@ -1,6 +1,6 @@
 // The local Caddy on free ports for a test, and a look at the routes the operator gave it.
 import path from 'node:path';
-import { CaddyProcess as LocalCaddy } from '../../tools/local-stack/caddy.js';
+import { CaddyProcess as LocalCaddy } from '../../tools/local-stack/caddy-process.js';
 import { freePort } from '../../tools/local-stack/processes.js';
 import type { StackInfo } from '../../tools/local-stack/stack.js';
 import { request } from '../../activities/gateway/http.js';

@@ -3,7 +3,7 @@
 import { Mutex } from 'async-mutex';
 import type { ModelRef } from '../../src/core/api.js';
 import { isSubset } from '../../src/core/desired-state.js';
-import { parseRouteId, routeIdPrefix, type ExistingRoute, type RouteSpec } from '../../src/core/gateway-route.js';
+import { parseRouteId, routeIdPrefix, type ExistingRoute, type RouteSpec } from '../../src/core/route-rules.js';
 import { GatewayUnavailable, type GatewayDriver } from './driver.js';
 import { request, type HttpResult } from './http.js';
 

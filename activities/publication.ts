@@ -13,7 +13,7 @@ import {
   type GatewayCondition,
   type OwnedRoute,
   type RouteSpec,
-} from '../src/core/gateway-route.js';
+} from '../src/core/route-rules.js';
 import type { ActivityDeps } from './deps.js';
 import { gatewayFailure } from './failure.js';
 import { GatewayMisconfigured } from './gateway/driver.js';

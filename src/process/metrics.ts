@@ -1,7 +1,7 @@
 // Prometheus metrics of the operator process (the informer side; reconcile history lives in Temporal).
 import http from 'node:http';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
-import type { Readiness } from './readiness.js';
+import type { ReadyGate } from './ready-gate.js';
 
 /** What the informer and the signaler count; each scrape reads them (they may start after the endpoint). */
 export interface MetricSources {
@@ -82,12 +82,7 @@ export function createMetrics(sources: MetricSources): Registry {
  * /readyz (200 only when nothing is waited for, else 503 with the reasons) on the given port
  * (loopback unless told otherwise).
  */
-export function serveEndpoints(
-  registry: Registry,
-  readiness: Readiness,
-  port: number,
-  host: string,
-): Promise<http.Server> {
+export function serveEndpoints(registry: Registry, gate: ReadyGate, port: number, host: string): Promise<http.Server> {
   const server = http.createServer((req, res) => {
     if (req.url === '/metrics') {
       registry.metrics().then(
@@ -97,7 +92,7 @@ export function serveEndpoints(
     } else if (req.url === '/healthz') {
       res.writeHead(200).end('ok\n');
     } else if (req.url === '/readyz') {
-      const reasons = readiness.reasons;
+      const reasons = gate.reasons;
       if (reasons.length) res.writeHead(503).end(`not ready:\n${reasons.map((r) => `- ${r}\n`).join('')}`);
       else res.writeHead(200).end('ok\n');
     } else {

@@ -4,7 +4,7 @@ import { Connection, type ConnectionOptions } from '@temporalio/client';
 import { NativeConnection, type NativeConnectionOptions } from '@temporalio/worker';
 import pRetry from 'p-retry';
 import type { TemporalConfig } from './config.js';
-import type { Reachability } from './readiness.js';
+import type { Reachability } from './ready-gate.js';
 
 /** Read once, up front: a missing certificate file is a configuration error, not something to wait for. */
 function tlsOptions(cfg: TemporalConfig) {
