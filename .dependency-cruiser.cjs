@@ -3,7 +3,7 @@
 //   workflows       orchestration: src/core, @temporalio/workflow|common; activities only as types
 //   activities      Kubernetes and gateway I/O: src/core, src/process
 //   src/informer    watch -> filter -> signal: src/core, src/process, the workflows' contract
-//   src/process    config, clients, logging, metrics: src/core
+//   src/process     config, clients, logging, metrics: src/core
 //   src/cli         mmctl's reads and output: src/core, src/process, the workflows' contract (no activities)
 //   src/*.ts        entry points: anything above
 /** @type {import('dependency-cruiser').IConfiguration} */
@@ -30,7 +30,7 @@ module.exports = {
       name: 'workflows-see-only-activity-types',
       severity: 'error',
       from: { path: '^workflows/' },
-      to: { path: '^(src/(informer|plumbing)/|src/[^/]+\\.ts$)' },
+      to: { path: '^(src/(informer|process)/|src/[^/]+\\.ts$)' },
     },
     {
       name: 'activities-below-the-workflow',
@@ -56,7 +56,7 @@ module.exports = {
     {
       name: 'only-mmctl-uses-the-cli',
       severity: 'error',
-      from: { path: '^(src/(core|plumbing|informer)|workflows|activities)/' },
+      from: { path: '^(src/(core|process|informer)|workflows|activities)/' },
       to: { path: '^src/cli/' },
     },
     {
