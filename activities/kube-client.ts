@@ -47,11 +47,6 @@ export class KubeClient {
   private cache: WatchCache | undefined;
   /** "Kind/namespace/name" → the resourceVersion the cache must reach before it serves that object. */
   private readonly freshFrom = new Map<string, string>();
-  /**
-   * "Kind/namespace/name" → the resourceVersions this process's last few writes to it produced (a
-   * round may write an object again before the watch event of the write before is looked at).
-   */
-  private readonly ownVersions = new Map<string, string[]>();
   /** Reads served from the cache and from the apiserver, for the metrics. */
   readonly reads = { cache: 0, apiserver: 0 };
 
@@ -87,12 +82,6 @@ export class KubeClient {
     if (!this.cache || !namespace || !name || !resourceVersion) return;
     const key = `${kind}/${namespace}/${name}`;
     remember(this.freshFrom, key, resourceVersion);
-    remember(this.ownVersions, key, [resourceVersion, ...(this.ownVersions.get(key) ?? []).slice(0, 3)]);
-  }
-
-  /** The watch event of this version is the echo of one of this process's own last writes. */
-  isOwnWrite(kind: string, namespace: string, name: string, resourceVersion: string): boolean {
-    return !!this.ownVersions.get(`${kind}/${namespace}/${name}`)?.includes(resourceVersion);
   }
 
   /**

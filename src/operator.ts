@@ -146,7 +146,6 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
       watchHttpRoutes: config.gateway.kind === 'gateway-api',
       watchTimeoutSeconds: config.watchTimeoutSeconds,
       apiserver,
-      ownWrite: workerKube ? (...version) => workerKube.isOwnWrite(...version) : undefined,
     });
     Object.assign(sources, { informer, signaler });
     parts.informer = async () => {

@@ -75,7 +75,11 @@ interface LoopState {
   finished: boolean;
 }
 
-/** A watch event caused by a write of the round before (its "Kind/resourceVersion" is one the round wrote). */
+/**
+ * A watch event caused by a write of the round before (its "Kind/resourceVersion" is one the round
+ * wrote). Each replica's informer signals it, so it is remembered until the next round, not dropped at
+ * its first sighting.
+ */
 function isEcho(state: CarriedState, hint: ReconcileHint): boolean {
   return hint.resourceVersion !== undefined && state.echoes.includes(`${hint.source}/${hint.resourceVersion}`);
 }
@@ -89,7 +93,6 @@ function handleMessages(state: CarriedState, loop: LoopState, view: () => Workfl
   setHandler(reconcileSignal, (hint) => {
     if (isEcho(state, hint)) {
       state.signals++;
-      state.echoes = state.echoes.filter((e) => e !== `${hint.source}/${hint.resourceVersion}`);
       return;
     }
     wake(hint.uid);

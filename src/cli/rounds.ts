@@ -218,7 +218,7 @@ export function roundsOf(runId: string, events: HistoryEvent[]): RoundRecord[] {
       const arg = decoded<Hint>(a.input?.payloads?.[0]);
       const echo = `${arg?.source}/${arg?.resourceVersion}`;
       // The workflow ignores the watch event of a write of the round before (workflows/machine-model.ts).
-      if (a.signalName === 'reconcile' && written.delete(echo)) continue;
+      if (a.signalName === 'reconcile' && written.has(echo)) continue;
       wakes.push(signalTrigger(a.signalName, arg));
     } else if (e.workflowExecutionUpdateAcceptedEventAttributes) {
       const req = e.workflowExecutionUpdateAcceptedEventAttributes.acceptedRequest?.input;

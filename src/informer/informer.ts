@@ -104,9 +104,6 @@ const podSource: SourceSpec = {
  */
 const namespaceSource: SourceSpec = { kind: 'Namespace', apiVersion: 'v1', prefix: '/api/v1', resource: 'namespaces' };
 
-/** How long a request waits before the echo check: longer than a write's reply takes to follow its watch event. */
-const echoSettleMs = 50;
-
 const httpRoutes: SourceSpec = {
   kind: 'HTTPRoute',
   apiVersion: 'gateway.networking.k8s.io/v1',
@@ -125,11 +122,6 @@ export interface InformerOptions {
   restartBackoffMs: { initial: number; max: number };
   /** Told whether the apiserver answers until every source has listed once (then each restart is logged). */
   apiserver?: Reachability;
-  /**
-   * Whether this version of the object is the echo of this process's own write (the worker beside
-   * the informer made it): such an event wakes no workflow, since the round that wrote it has seen it.
-   */
-  ownWrite?: (kind: WatchedKind, namespace: string, name: string, resourceVersion: string) => boolean;
 }
 
 export const defaultInformerOptions: InformerOptions = {
@@ -268,14 +260,9 @@ export class Informer {
   private readonly cached: Source[];
   private readonly namespaces: Source;
   private readonly apiserver?: Reachability;
-  private readonly ownWrite: InformerOptions['ownWrite'];
   events = 0;
-  /** Events dropped as echoes of this process's own writes. */
-  echoes = 0;
   /** Children's events dropped because their namespace is being deleted. */
   ignoredInTerminatingNamespaces = 0;
-  private held: { kind: WatchedKind; type: WatchEventType; obj: WatchedObject; request: SignalRequest }[] = [];
-  private heldTimer: NodeJS.Timeout | undefined;
 
   constructor(
     kc: KubeConfig,
@@ -285,7 +272,6 @@ export class Informer {
   ) {
     const o = { ...defaultInformerOptions, ...opts };
     this.apiserver = o.apiserver;
-    this.ownWrite = o.ownWrite;
     const namespaces: (string | undefined)[] = o.namespaces.length ? o.namespaces : [undefined];
     const source = (spec: SourceSpec, ns: string | undefined) =>
       new Source(
@@ -346,28 +332,9 @@ export class Informer {
       this.ignoredInTerminatingNamespaces++;
       return;
     }
-    if (!this.ownWrite) return this.onSignal(request);
-    // A write's watch event can arrive before the writer has read the reply that names its version:
-    // hold every request briefly (in order) before asking whether it is an echo.
-    this.held.push({ kind, type, obj, request });
-    this.heldTimer ??= setTimeout(() => this.release(), echoSettleMs);
-  }
-
-  private release(): void {
-    this.heldTimer = undefined;
-    const held = this.held;
-    this.held = [];
-    for (const { kind, type, obj, request } of held) {
-      const { namespace, name, resourceVersion } = obj.metadata ?? {};
-      const echo =
-        type !== 'deleted' &&
-        namespace &&
-        name &&
-        resourceVersion &&
-        this.ownWrite?.(kind, namespace, name, resourceVersion);
-      if (echo) this.echoes++;
-      else this.onSignal(request);
-    }
+    // The echo of a round's own write is signalled too: the workflow knows what its rounds wrote,
+    // whichever replica ran them, and drops it (workflows/machine-model.ts).
+    this.onSignal(request);
   }
 
   private failed(source: Source, err: unknown, retryInMs: number): void {
@@ -402,7 +369,5 @@ export class Informer {
 
   async stop(): Promise<void> {
     await Promise.all([...this.cached, this.namespaces].map((s) => s.stop()));
-    clearTimeout(this.heldTimer);
-    this.release();
   }
 }

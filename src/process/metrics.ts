@@ -5,7 +5,7 @@ import type { ReadyGate } from './ready-gate.js';
 
 /** What the informer and the signaler count; each scrape reads them (they may start after the endpoint). */
 export interface MetricSources {
-  informer?: { events: number; restarts: number; echoes: number; ignoredInTerminatingNamespaces: number };
+  informer?: { events: number; restarts: number; ignoredInTerminatingNamespaces: number };
   signaler?: { sent: number; failures: number; pendingCount: number };
   /** The worker's Kubernetes reads, by where they were served from. */
   reads?: { cache: number; apiserver: number };
@@ -29,11 +29,6 @@ export function createMetrics(sources: MetricSources): Registry {
     'machinemodel_operator_watch_events_total',
     'Watch events received for MachineModels and their children',
     () => sources.informer?.events ?? 0,
-  );
-  counter(
-    'machinemodel_operator_watch_echoes_total',
-    "Watch events of the worker's own writes, which wake no workflow",
-    () => sources.informer?.echoes ?? 0,
   );
   counter(
     'machinemodel_operator_watch_terminating_namespace_events_total',

@@ -37,7 +37,6 @@ beforeAll(async () => {
   kube = new KubeClient(kc);
   informer = new Informer(kc, (r) => signalled.push(r), pino({ level: 'silent' }), {
     namespaces: [ns],
-    ownWrite: (...version) => kube.isOwnWrite(...version),
   });
   await informer.start();
   kube.readFrom(informer);
@@ -115,7 +114,6 @@ it('after a restart, the children its first list finds are as written: a round a
   const restarted = new KubeClient(kc);
   const its = new Informer(kc, () => undefined, pino({ level: 'silent' }), {
     namespaces: [ns],
-    ownWrite: (...version) => restarted.isOwnWrite(...version),
   });
   await its.start();
   // Pods are optional, so start() does not wait for their list.
@@ -132,35 +130,6 @@ it('after a restart, the children its first list finds are as written: a round a
   } finally {
     await its.stop();
   }
-});
-
-it("wakes no workflow for the watch events of its own writes, and does for anyone else's", async () => {
-  const labels = { 'app.kubernetes.io/managed-by': 'machinemodel-operator', 'app.kubernetes.io/instance': 'echo' };
-  const service = {
-    apiVersion: 'v1',
-    kind: 'Service',
-    metadata: { name: 'echo', namespace: ns, labels },
-    spec: { ports: [{ port: 80 }] },
-  };
-  // Children wake only a model that exists.
-  k.apply(machineModel(ns, 'echo'));
-  await eventually('the model in the cache', () => (informer.lookup('MachineModel', ns, 'echo') ? true : undefined));
-  const about = () => signalled.filter((r) => r.name === 'echo' && r.hint.source === 'Service');
-  for (let port = 80; port < 85; port++) {
-    const applied: KubernetesObject = await kube.apply({ ...service, spec: { ports: [{ port }] } });
-    await eventually('the watch to deliver the write', () => {
-      const cached = informer.lookup('Service', ns, 'echo');
-      return cached !== 'unknown' && cached?.metadata?.resourceVersion === applied.metadata?.resourceVersion
-        ? true
-        : undefined;
-    });
-  }
-  // Requests wait 50 ms for the echo check.
-  await sleep(200);
-  expect(about().map((r) => r.hint)).toEqual([]);
-  expect(informer.echoes).toBeGreaterThanOrEqual(5);
-  k.kubectl('-n', ns, 'patch', 'service', 'echo', '--type=merge', '-p', '{"spec":{"ports":[{"port":90}]}}');
-  await eventually('a signal for the change someone else made', () => (about().length === 1 ? true : undefined));
 });
 
 it('asks the apiserver nothing about an autoscaler a model without autoscaling does not have, and leaves one it did not make alone', async () => {

@@ -54,7 +54,7 @@ afterAll(async () => {
   await client?.connection.close();
 });
 
-const phaseOf = (name: string) => k.get('machinemodel', ns, name)?.status?.phase as string | undefined;
+const phaseOf = (name: string) => k.phaseOf(ns, name);
 const readyModel = (name: string, timeoutMs = 60_000) =>
   eventually<any>(
     `${name} Ready`,

@@ -23,7 +23,7 @@ const stack = inject('stack');
 const k = kubectlFor(stack);
 const warn = 40;
 
-const phaseOf = (ns: string, name: string) => k.get('machinemodel', ns, name)?.status?.phase as string | undefined;
+const phaseOf = k.phaseOf.bind(k);
 
 /** Starts the operator with the given proxy refusing every connection; returns what the test needs. */
 async function startCutOff(target: { host: string; port: number }, env: (proxyPort: number) => Record<string, string>) {

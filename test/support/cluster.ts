@@ -25,6 +25,10 @@ export function kubectlFor(stack: StackInfo) {
         throw err;
       }
     },
+    /** A MachineModel's status.phase, or undefined when it has none (or does not exist). */
+    phaseOf(namespace: string, name: string): string | undefined {
+      return this.get('machinemodel', namespace, name)?.status?.phase as string | undefined;
+    },
     list<T = any>(kind: string, namespace: string, selector?: string): T[] {
       const args = ['-n', namespace, 'get', kind, '-o', 'json', ...(selector ? ['-l', selector] : [])];
       return (JSON.parse(kubectlRun(stack, args)) as { items: T[] }).items;

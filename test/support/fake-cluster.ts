@@ -29,6 +29,8 @@ export class FakeCluster {
   applyTransientFailures = 0;
   /** Makes applyChildren take real time, so signals can arrive while a round runs. */
   applyDelayMs = 0;
+  /** What applyChildren says it wrote ("Kind/resourceVersion"). */
+  written: string[] = [];
   /** The same for removeFinalizer, the last step of a deletion round. */
   removeFinalizerDelayMs = 0;
   /** Set: the object that removeFinalizer lets go is replaced at once by a new one of the same name with this uid. */
@@ -91,7 +93,7 @@ export class FakeCluster {
           selector: 'app=m',
           autoscaler: false,
           readiness: readiness(),
-          written: [],
+          written: this.written,
         };
       },
       writeStatus: async (_ref, input) => {

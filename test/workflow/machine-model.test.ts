@@ -70,6 +70,31 @@ describe('machineModelWorkflow', () => {
     });
   });
 
+  it("ignores the watch event of its own round's write, from whichever replica it comes, and not anyone else's", async () => {
+    const cluster = new FakeCluster();
+    cluster.ready = true;
+    cluster.written = ['Deployment/41'];
+    await wf.withWorker(cluster, async (tq) => {
+      const handle = await start(tq);
+      await eventually('Ready', () => cluster.status?.phase === 'Ready');
+      await eventually('the first round done', async () => !(await handle.query(stateQuery)).roundInProgress);
+      const rounds = (await handle.query(stateQuery)).rounds;
+      await handle.signal(reconcileSignal, { source: 'Deployment', event: 'updated', resourceVersion: '41' });
+      await eventually('the echo handled', async () => (await handle.query(stateQuery)).signals === 1);
+      expect(await handle.query(stateQuery)).toMatchObject({ rounds, pendingWork: false });
+      // The same version again: the other replica's informer saw it too.
+      await handle.signal(reconcileSignal, { source: 'Deployment', event: 'updated', resourceVersion: '41' });
+      await eventually('the second echo handled', async () => (await handle.query(stateQuery)).signals === 2);
+      expect(await handle.query(stateQuery)).toMatchObject({ rounds, pendingWork: false });
+      await handle.signal(reconcileSignal, { source: 'Deployment', event: 'updated', resourceVersion: '42' });
+      await eventually('a round for a write of someone else', async () => {
+        const state = await handle.query(stateQuery);
+        return state.rounds === rounds + 1 && !state.roundInProgress;
+      });
+      await handle.terminate();
+    });
+  });
+
   it('coalesces a storm of signals that arrive during a round into one more round', async () => {
     const cluster = new FakeCluster();
     cluster.ready = true;
