@@ -71,6 +71,26 @@ function jsonpath(w: World, namespace: string, what: string, path: string): stri
 const phaseIs = (w: World, ns: string, name: string, phase: string) =>
   until(`${ns}/${name} ${phase}`, () => jsonpath(w, ns, `mm/${name}`, '{.status.phase}') === phase || undefined);
 
+/** Moves the model to image v2 and waits until it is Ready on it. */
+async function updateImage(w: World, ns: string, name: string): Promise<void> {
+  w.kubectl(
+    'patch',
+    'mm',
+    name,
+    '-n',
+    ns,
+    '--type=merge',
+    '-p',
+    '{"spec":{"image":"registry.example.com/models/classifier:v2"}}',
+  );
+  await until(`${ns}/${name} on v2`, () =>
+    jsonpath(w, ns, `mm/${name}`, '{.status.observedGeneration}') === '2' &&
+    jsonpath(w, ns, `mm/${name}`, '{.status.phase}') === 'Ready'
+      ? true
+      : undefined,
+  );
+}
+
 /** Waits for the model's workflow run to close, then saves its history. */
 async function save(w: World, story: string, workflowId: string, closes = true): Promise<void> {
   if (closes) {
@@ -109,22 +129,7 @@ const withoutGateway: Record<string, (w: World) => Promise<void>> = {
     const ns = 'hist';
     w.apply(model(ns, 'plain', { minReplicas: 2, maxReplicas: 2 }));
     await phaseIs(w, ns, 'plain', 'Ready');
-    w.kubectl(
-      'patch',
-      'mm',
-      'plain',
-      '-n',
-      ns,
-      '--type=merge',
-      '-p',
-      '{"spec":{"image":"registry.example.com/models/classifier:v2"}}',
-    );
-    await until('the update rolled out', () =>
-      jsonpath(w, ns, 'mm/plain', '{.status.observedGeneration}') === '2' &&
-      jsonpath(w, ns, 'mm/plain', '{.status.phase}') === 'Ready'
-        ? true
-        : undefined,
-    );
+    await updateImage(w, ns, 'plain');
     w.kubectl('scale', 'deployment', 'plain', '-n', ns, '--replicas=1');
     await until('the drift repaired', () =>
       jsonpath(w, ns, 'deployment/plain', '{.spec.replicas}') === '2' ? true : undefined,
@@ -154,22 +159,7 @@ const onCaddy: Record<string, (w: World) => Promise<void>> = {
     const ns = 'hist';
     w.apply(model(ns, 'published'));
     await until('published', () => jsonpath(w, ns, 'mm/published', '{.status.gatewayURL}') || undefined);
-    w.kubectl(
-      'patch',
-      'mm',
-      'published',
-      '-n',
-      ns,
-      '--type=merge',
-      '-p',
-      '{"spec":{"image":"registry.example.com/models/classifier:v2"}}',
-    );
-    await until('the update rolled out', () =>
-      jsonpath(w, ns, 'mm/published', '{.status.observedGeneration}') === '2' &&
-      jsonpath(w, ns, 'mm/published', '{.status.phase}') === 'Ready'
-        ? true
-        : undefined,
-    );
+    await updateImage(w, ns, 'published');
     // Not execFileSync: the worker in this process must run the update while mmctl waits for its answer.
     await promisify(execFile)('npx', ['tsx', repo('src/mmctl.ts'), 'resync', `${ns}/published`, '--wait'], {
       env: process.env,

@@ -12,6 +12,8 @@ export interface ReconcileHint {
   source: 'MachineModel' | 'Deployment' | 'Service' | 'HorizontalPodAutoscaler' | 'HTTPRoute' | 'Pod';
   event: 'added' | 'updated' | 'deleted' | 'relisted';
   resourceVersion?: string;
+  /** "Kind/resourceVersion" of each event of a signal the informer coalesced (src/core/watch-echoes.ts). */
+  versions?: string[];
   generation?: number;
   /** The MachineModel the event concerns: its own uid, or a child's controller owner's. */
   uid?: string;

@@ -41,6 +41,7 @@ import { decideProgress } from '../src/core/progress.js';
 import { defaultWorkflowConfig, type WorkflowConfig } from '../src/core/reconcile-timing.js';
 import { roundResultOf } from '../src/core/round-result.js';
 import { isReady, phaseOf, type Verdict } from '../src/core/status.js';
+import { isEchoOf } from '../src/core/watch-echoes.js';
 import { applySummary, readinessSummary, statusSummary, waitSummary } from '../src/core/step-summaries.js';
 import {
   deletedSignal,
@@ -72,6 +73,10 @@ interface LoopState {
   /** A signal may concern another object of this name (or said nothing of which). */
   foreignSignal: boolean;
   roundInProgress: boolean;
+  /** The watch events that woke the loop while a round ran: some may turn out to be its own writes. */
+  hintsDuringRound: ReconcileHint[];
+  /** Something other than a watch event (resync, deletion, reconcileNow) asked during the round. */
+  askedDuringRound: boolean;
   finished: boolean;
 }
 
@@ -81,7 +86,18 @@ interface LoopState {
  * its first sighting.
  */
 function isEcho(state: CarriedState, hint: ReconcileHint): boolean {
-  return hint.resourceVersion !== undefined && state.echoes.includes(`${hint.source}/${hint.resourceVersion}`);
+  return isEchoOf(state.echoes, hint);
+}
+
+/**
+ * Whether every wake during the round that just ended was the echo of one of its writes. A watch event
+ * can be delivered in the same activation as the result of the step that wrote it, ahead of it, so it
+ * is judged again once the round knows what it wrote.
+ */
+function onlyEchoesDuringRound(state: CarriedState, loop: LoopState): boolean {
+  return (
+    !loop.askedDuringRound && loop.hintsDuringRound.length > 0 && loop.hintsDuringRound.every((h) => isEcho(state, h))
+  );
 }
 
 function handleMessages(state: CarriedState, loop: LoopState, view: () => WorkflowStateView) {
@@ -90,19 +106,25 @@ function handleMessages(state: CarriedState, loop: LoopState, view: () => Workfl
     loop.dirty = true;
     if (!uid || uid !== state.uid) loop.foreignSignal = true;
   };
+  const ask = (uid?: string) => {
+    if (loop.roundInProgress) loop.askedDuringRound = true;
+    wake(uid);
+  };
   setHandler(reconcileSignal, (hint) => {
     if (isEcho(state, hint)) {
       state.signals++;
       return;
     }
+    if (loop.roundInProgress) loop.hintsDuringRound.push(hint);
     wake(hint.uid);
   });
-  setHandler(resyncSignal, () => wake());
-  setHandler(deletedSignal, ({ uid }) => wake(uid));
+  setHandler(resyncSignal, () => ask());
+  setHandler(deletedSignal, ({ uid }) => ask(uid));
   setHandler(stateQuery, view);
   setHandler(reconcileNowUpdate, async () => {
     // The answer must come from a round that starts after this request.
     const target = state.rounds + 1;
+    if (loop.roundInProgress) loop.askedDuringRound = true;
     loop.dirty = true;
     await condition(() => (state.lastOutcome?.round ?? 0) >= target || loop.finished);
     return state.lastOutcome!;
@@ -116,7 +138,14 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
   const state: CarriedState = input.state ?? { notReadyChecks: 0, rounds: 0, signals: 0, runs: 0, echoes: [] };
   state.runs++;
   // Level-triggered: every run begins by looking, unless it continues a quiet predecessor.
-  const loop: LoopState = { dirty: input.dirty ?? true, foreignSignal: false, roundInProgress: false, finished: false };
+  const loop: LoopState = {
+    dirty: input.dirty ?? true,
+    foreignSignal: false,
+    roundInProgress: false,
+    hintsDuringRound: [],
+    askedDuringRound: false,
+    finished: false,
+  };
   let nextCheckSeconds = input.nextCheckSeconds ?? 0;
   handleMessages(state, loop, () => ({
     ...state,
@@ -300,11 +329,17 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
     }
     loop.dirty = false;
     loop.foreignSignal = false;
+    loop.hintsDuringRound = [];
+    loop.askedDuringRound = false;
     loop.roundInProgress = true;
     metrics.roundStarted();
     const { nextCheckSeconds: next, requeued, ...outcome } = await reconcile();
     metrics.roundFinished(roundResultOf({ ...outcome, requeued }));
     loop.roundInProgress = false;
+    if (loop.dirty && onlyEchoesDuringRound(state, loop)) {
+      loop.dirty = false;
+      loop.foreignSignal = false;
+    }
     lastRoundEndedAt = Date.now();
     nextCheckSeconds = next;
     state.lastOutcome = outcome;

@@ -5,6 +5,7 @@ import type { temporal } from '@temporalio/proto';
 import type { Phase } from '../core/api.js';
 import type { Readiness } from '../core/status.js';
 import { readinessSummary } from '../core/step-summaries.js';
+import { isEchoOf, type VersionedHint } from '../core/watch-echoes.js';
 
 export type HistoryEvent = temporal.api.history.v1.IHistoryEvent;
 type Payload = temporal.api.common.v1.IPayload;
@@ -53,6 +54,7 @@ interface Hint {
   source?: string;
   event?: string;
   resourceVersion?: string;
+  versions?: string[];
   generation?: number;
 }
 
@@ -79,7 +81,10 @@ function signalTrigger(name: string | null | undefined, arg: unknown): string {
   if (name === 'reconcile') {
     const h = (arg ?? {}) as Hint;
     const generation = h.source === 'MachineModel' && h.generation ? ` (generation ${h.generation})` : '';
-    return `${h.source ?? 'object'} ${h.event ?? 'changed'}${generation}`;
+    // A coalesced signal names its last event; the others are counted.
+    const others = (h.versions?.length ?? 1) - 1;
+    const more = others > 0 ? ` and ${others} more event${others > 1 ? 's' : ''}` : '';
+    return `${h.source ?? 'object'} ${h.event ?? 'changed'}${generation}${more}`;
   }
   if (name === 'resync') {
     const by = (arg as { requestedBy?: string } | undefined)?.requestedBy;
@@ -216,9 +221,9 @@ export function roundsOf(runId: string, events: HistoryEvent[]): RoundRecord[] {
     } else if (e.workflowExecutionSignaledEventAttributes) {
       const a = e.workflowExecutionSignaledEventAttributes;
       const arg = decoded<Hint>(a.input?.payloads?.[0]);
-      const echo = `${arg?.source}/${arg?.resourceVersion}`;
-      // The workflow ignores the watch event of a write of the round before (workflows/machine-model.ts).
-      if (a.signalName === 'reconcile' && written.has(echo)) continue;
+      // The workflow ignores the watch events of the round before's writes (workflows/machine-model.ts).
+      if (a.signalName === 'reconcile' && arg?.source !== undefined && isEchoOf([...written], arg as VersionedHint))
+        continue;
       wakes.push(signalTrigger(a.signalName, arg));
     } else if (e.workflowExecutionUpdateAcceptedEventAttributes) {
       const req = e.workflowExecutionUpdateAcceptedEventAttributes.acceptedRequest?.input;

@@ -3,6 +3,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { SignalRequest } from './event-filter.js';
+import { mergedVersions } from '../core/watch-echoes.js';
 
 export type Send = (request: SignalRequest) => Promise<void>;
 
@@ -30,14 +31,15 @@ function keyOf(r: SignalRequest): string {
 /**
  * A `reconcile` (which can start a workflow) wins over a `deleted` (which only tells a running one):
  * if both are pending for a name, the object may have been recreated and must not be missed. Two
- * coalesced events are no longer one object's version: the merged hint has no resourceVersion, so
- * the workflow cannot take it for the echo of its own write and miss the other event.
+ * coalesced events are no longer one object's version: the merged hint names every event's version
+ * instead, so the workflow takes it for its own echo only when all of them are (src/core/watch-echoes.ts).
  */
 export function merge(pending: SignalRequest | undefined, next: SignalRequest): SignalRequest {
   if (!pending) return next;
   const kept = pending.signal === 'reconcile' && next.signal === 'deleted' ? pending : next;
-  const { resourceVersion: _merged, ...hint } = kept.hint;
-  return { ...kept, hint };
+  const { resourceVersion: _merged, versions: _listed, ...hint } = kept.hint;
+  const versions = mergedVersions(pending.hint, next.hint);
+  return { ...kept, hint: versions ? { ...hint, versions } : hint };
 }
 
 export class Signaler {

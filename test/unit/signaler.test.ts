@@ -90,10 +90,19 @@ describe('Signaler', () => {
     expect(merge(undefined, req('a', 'deleted')).signal).toBe('deleted');
   });
 
-  it('drops the resourceVersion of coalesced hints, so a workflow cannot take them for its own echo', () => {
+  it('names every version a coalesced hint stands for, so a workflow takes it for its echo only when all are', () => {
     expect(merge(undefined, req('a', 'reconcile', '7')).hint.resourceVersion).toBe('7');
     const merged = merge(req('a', 'reconcile', '7'), req('a', 'reconcile', '8'));
-    expect(merged.hint).toEqual({ source: 'MachineModel', event: 'updated' });
+    expect(merged.hint).toEqual({
+      source: 'MachineModel',
+      event: 'updated',
+      versions: ['MachineModel/7', 'MachineModel/8'],
+    });
+    const three = merge(merged, req('a', 'reconcile', '9'));
+    expect(three.hint.versions).toEqual(['MachineModel/7', 'MachineModel/8', 'MachineModel/9']);
+    // One event without a version (a re-list): the merged hint names none, and is never an echo.
+    const relisted: SignalRequest = { ...req('a'), hint: { source: 'MachineModel', event: 'relisted' } };
+    expect(merge(merged, relisted).hint).toEqual({ source: 'MachineModel', event: 'relisted' });
   });
 });
 

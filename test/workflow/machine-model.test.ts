@@ -95,6 +95,53 @@ describe('machineModelWorkflow', () => {
     });
   });
 
+  it('ignores the echo of a write that arrives while the round that made it still runs', async () => {
+    const cluster = new FakeCluster();
+    cluster.ready = true;
+    cluster.written = ['Service/7'];
+    cluster.applyDelayMs = 1500;
+    await wf.withWorker(cluster, async (tq) => {
+      const handle = await start(tq);
+      await eventually('the first round to apply', () => (cluster.calls.applyChildren ?? 0) >= 1);
+      // The informer can see the write before the step that made it returns.
+      await handle.signal(reconcileSignal, { source: 'Service', event: 'added', resourceVersion: '7' });
+      await eventually('Ready', () => cluster.status?.phase === 'Ready');
+      await eventually('the round done', async () => {
+        const state = await handle.query(stateQuery);
+        return state.signals === 1 && !state.roundInProgress && !state.pendingWork;
+      });
+      expect((await handle.query(stateQuery)).rounds).toBe(1);
+      expect(cluster.calls.applyChildren).toBe(1);
+      await handle.terminate();
+    });
+  });
+
+  it('ignores a coalesced signal whose events are all its own writes, and not one with a foreign event', async () => {
+    const cluster = new FakeCluster();
+    cluster.ready = true;
+    cluster.written = ['Deployment/41', 'Service/42'];
+    await wf.withWorker(cluster, async (tq) => {
+      const handle = await start(tq);
+      await eventually('Ready', () => cluster.status?.phase === 'Ready');
+      await eventually('the first round done', async () => !(await handle.query(stateQuery)).roundInProgress);
+      const rounds = (await handle.query(stateQuery)).rounds;
+      const versions = ['Deployment/41', 'Service/42'];
+      await handle.signal(reconcileSignal, { source: 'Service', event: 'added', versions });
+      await eventually('the echo handled', async () => (await handle.query(stateQuery)).signals === 1);
+      expect(await handle.query(stateQuery)).toMatchObject({ rounds, pendingWork: false });
+      await handle.signal(reconcileSignal, {
+        source: 'Deployment',
+        event: 'updated',
+        versions: [...versions, 'Deployment/50'],
+      });
+      await eventually(
+        'a round for the foreign event',
+        async () => (await handle.query(stateQuery)).rounds === rounds + 1,
+      );
+      await handle.terminate();
+    });
+  });
+
   it('coalesces a storm of signals that arrive during a round into one more round', async () => {
     const cluster = new FakeCluster();
     cluster.ready = true;
