@@ -21,18 +21,22 @@ export interface OperatorProcess {
   logFile: string;
 }
 
-/** Runs the real operator entry point as a separate process, compiled, as the image runs it (npm run build). */
+/**
+ * Runs the real operator entry point as a separate process, compiled, as the image runs it (npm run
+ * build): this checkout's, or the one in `checkout` (an earlier release, built by release-build.ts).
+ */
 export function startOperatorProcess(
   stack: StackInfo,
   env: Record<string, string>,
   name = 'operator',
+  checkout = root,
 ): OperatorProcess {
   const logDir = path.join(stack.stateDir, 'logs');
   mkdirSync(logDir, { recursive: true });
   const logFile = path.join(logDir, `${name}-${Date.now()}.log`);
   const log = createWriteStream(logFile);
-  const child = spawn(process.execPath, [path.join(root, 'dist/src/main.js')], {
-    cwd: root,
+  const child = spawn(process.execPath, [path.join(checkout, 'dist/src/main.js')], {
+    cwd: checkout,
     env: {
       ...process.env,
       KUBECONFIG: stack.kubeconfig,
