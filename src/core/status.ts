@@ -99,6 +99,34 @@ function readyCondition(v: Verdict, r: Readiness | undefined): Omit<Condition, '
   }
 }
 
+/**
+ * The Kubernetes API conventions' abnormal-true pair that generic tools read (kstatus, so Flux and kpt;
+ * Argo CD): `Reconciling` while work is under way, `Stalled` when it cannot go on without a person (an
+ * invalid spec, a name owned by someone else, the progress deadline). A Ready model has both False.
+ */
+function reconcilingAndStalled(
+  v: Verdict,
+  ready: Omit<Condition, 'lastTransitionTime'>,
+): Omit<Condition, 'lastTransitionTime'>[] {
+  const no = (type: string, reason: string, message: string) => ({ type, status: 'False' as const, reason, message });
+  switch (v.kind) {
+    case 'ready':
+      return [no('Reconciling', 'ModelReady', 'nothing to do'), no('Stalled', 'ModelReady', 'nothing to do')];
+    case 'progressing':
+    case 'deleting':
+      return [
+        { type: 'Reconciling', status: 'True', reason: ready.reason, message: ready.message },
+        no('Stalled', ready.reason, 'progressing'),
+      ];
+    case 'deadline-exceeded':
+    case 'failed':
+      return [
+        no('Reconciling', ready.reason, 'waiting for the spec or the cluster to change'),
+        { type: 'Stalled', status: 'True', reason: ready.reason, message: ready.message },
+      ];
+  }
+}
+
 function availableCondition(r: Readiness | undefined): Omit<Condition, 'lastTransitionTime'> {
   if (!r?.found)
     return {
@@ -158,8 +186,10 @@ export function computeStatus(prev: MachineModelStatus | undefined, input: Statu
   const autoscaling = autoscalingCondition(input.readiness);
   // Observed without an autoscaler: a condition about one would be stale.
   if (input.readiness?.found && !autoscaling) conditions = conditions.filter((c) => c.type !== 'Autoscaling');
+  const ready = readyCondition(input.verdict, input.readiness);
   const wanted = [
-    readyCondition(input.verdict, input.readiness),
+    ready,
+    ...reconcilingAndStalled(input.verdict, ready),
     availableCondition(input.readiness),
     ...(autoscaling ? [autoscaling] : []),
     ...(input.extraConditions ?? []),

@@ -147,6 +147,28 @@ describe('computeStatus', () => {
     expect(failed.conditions?.map((c) => c.type)).toContain('Autoscaling');
   });
 
+  it('says Reconciling while work is under way and Stalled when it needs a person (API conventions, kstatus)', () => {
+    const pair = (verdict: Parameters<typeof computeStatus>[1]['verdict'], ready = 0) => {
+      const conditions = computeStatus(undefined, {
+        generation: 1,
+        verdict,
+        readiness: readiness(ready),
+        now: 't',
+      }).conditions;
+      const of = (type: string) => conditions?.find((c) => c.type === type);
+      return [of('Reconciling')?.status, of('Stalled')?.status, of('Stalled')?.reason];
+    };
+    expect(pair({ kind: 'ready' }, 2)).toEqual(['False', 'False', 'ModelReady']);
+    expect(pair({ kind: 'progressing' })).toEqual(['True', 'False', 'Progressing']);
+    expect(pair({ kind: 'deleting', message: 'x' })).toEqual(['True', 'False', 'Deleting']);
+    expect(pair({ kind: 'failed', reason: 'NotOwned', message: 'taken' })).toEqual(['False', 'True', 'NotOwned']);
+    expect(pair({ kind: 'deadline-exceeded', deadlineSeconds: 600 })).toEqual([
+      'False',
+      'True',
+      'ProgressDeadlineExceeded',
+    ]);
+  });
+
   it('detects when nothing would change', () => {
     const a = computeStatus(undefined, {
       generation: 1,

@@ -95,6 +95,18 @@ export const sampleController: GoComponent = {
   firstBuild: 'compiles client-go: 1 to 4 minutes',
 };
 
+/** kstatus, as Flux and kpt compute a resource's status, for the tests of the status conditions; pinned in tools/kstatus/go.mod. */
+export const kstatus: GoComponent = {
+  kind: 'go',
+  name: 'kstatus',
+  version: 'cli-utils-0.37.2',
+  moduleDir: fileURLToPath(new URL('../kstatus', import.meta.url)),
+  target: '.',
+  binary: 'kstatus',
+  purpose: "sigs.k8s.io/cli-utils' kstatus: what Flux and kpt read a MachineModel's status as",
+  firstBuild: 'compiles apimachinery: under a minute',
+};
+
 export const allComponents: Component[] = [
   temporalCli,
   temporalTestServer,
@@ -102,6 +114,7 @@ export const allComponents: Component[] = [
   caddy,
   kubeLocal,
   sampleController,
+  kstatus,
 ];
 
 export function componentDir(c: Component): string {
