@@ -95,15 +95,18 @@ export const sampleController: GoComponent = {
   firstBuild: 'compiles client-go: 1 to 4 minutes',
 };
 
-/** kstatus, as Flux and kpt compute a resource's status, for the tests of the status conditions; pinned in tools/kstatus/go.mod. */
-export const kstatus: GoComponent = {
+/**
+ * What generic tools make of a MachineModel's status: kstatus (Flux, kpt) and an Argo CD health script,
+ * for the tests of the status conditions; pinned in tools/status-readers/go.mod.
+ */
+export const statusReaders: GoComponent = {
   kind: 'go',
-  name: 'kstatus',
-  version: 'cli-utils-0.37.2',
-  moduleDir: fileURLToPath(new URL('../kstatus', import.meta.url)),
+  name: 'status-readers',
+  version: 'cli-utils-0.37.2-gopher-lua-1.1.1',
+  moduleDir: fileURLToPath(new URL('../status-readers', import.meta.url)),
   target: '.',
-  binary: 'kstatus',
-  purpose: "sigs.k8s.io/cli-utils' kstatus: what Flux and kpt read a MachineModel's status as",
+  binary: 'status-readers',
+  purpose: "sigs.k8s.io/cli-utils' kstatus and gopher-lua (Argo CD's Lua) reading a MachineModel's status",
   firstBuild: 'compiles apimachinery: under a minute',
 };
 
@@ -114,7 +117,7 @@ export const allComponents: Component[] = [
   caddy,
   kubeLocal,
   sampleController,
-  kstatus,
+  statusReaders,
 ];
 
 export function componentDir(c: Component): string {

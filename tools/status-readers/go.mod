@@ -1,8 +1,9 @@
-module machinemodel-operator/tools/kstatus
+module machinemodel-operator/tools/status-readers
 
 go 1.26.0
 
 require (
+	github.com/yuin/gopher-lua v1.1.1
 	k8s.io/apimachinery v0.36.3
 	sigs.k8s.io/cli-utils v0.37.2
 )
