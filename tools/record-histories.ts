@@ -22,7 +22,12 @@ import { janitorWorkflowId } from '../workflows/definitions.js';
 import { CaddyProcess } from './local-stack/caddy-process.js';
 import { cacheRoot } from './local-stack/components.js';
 import { freePort } from './local-stack/processes.js';
-import { down, kubectlRun, up, type StackInfo } from './local-stack/stack.js';
+import { down, up, type StackInfo } from './local-stack/stack.js';
+// The recorder is test tooling: it drives the stack with the tests' own helpers.
+import { conditionOf, kubectlFor } from '../test/support/cluster.js';
+import { eventually } from '../test/support/eventually.js';
+import { machineModel } from '../test/support/models.js';
+import { installCrds } from '../test/support/operator-process.js';
 
 const repo = (p: string) => fileURLToPath(new URL(`../${p}`, import.meta.url));
 const taskQueue = 'machinemodel-operator';
@@ -32,71 +37,37 @@ interface World {
   stack: StackInfo;
   caddy: CaddyProcess;
   client: Client;
-  kubectl(...args: string[]): string;
-  apply(object: object): void;
+  k: ReturnType<typeof kubectlFor>;
 }
 
-function model(namespace: string, name: string, spec: object = {}) {
-  return {
-    apiVersion: 'stable.example.com/v1',
-    kind: 'MachineModel',
-    metadata: { name, namespace },
-    spec: {
-      image: 'registry.example.com/models/classifier:v1',
-      modelPath: '/models/classifier.pb',
-      resources: { cpu: '100m', memory: '128Mi' },
-      ...spec,
-    },
-  };
-}
-
-async function until<T>(what: string, probe: () => T | undefined | Promise<T | undefined>, seconds = 120): Promise<T> {
-  const deadline = Date.now() + seconds * 1000;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${seconds}s waiting for ${what}`);
-    await sleep(250);
-  }
-}
-
-function jsonpath(w: World, namespace: string, what: string, path: string): string {
-  try {
-    return w.kubectl('get', '-n', namespace, what, '-o', `jsonpath=${path}`).trim();
-  } catch {
-    return '';
-  }
-}
-
+const waitLong = 120_000;
+const mm = (w: World, ns: string, name: string) => w.k.get('machinemodel', ns, name);
 const phaseIs = (w: World, ns: string, name: string, phase: string) =>
-  until(`${ns}/${name} ${phase}`, () => jsonpath(w, ns, `mm/${name}`, '{.status.phase}') === phase || undefined);
+  eventually(`${ns}/${name} ${phase}`, () => w.k.phaseOf(ns, name) === phase, waitLong);
+const published = (w: World, ns: string, name: string) =>
+  eventually(`${ns}/${name} published`, () => mm(w, ns, name)?.status?.gatewayURL as string | undefined, waitLong);
 
 /** Moves the model to image v2 and waits until it is Ready on it. */
 async function updateImage(w: World, ns: string, name: string): Promise<void> {
-  w.kubectl(
-    'patch',
-    'mm',
-    name,
-    '-n',
-    ns,
-    '--type=merge',
-    '-p',
-    '{"spec":{"image":"registry.example.com/models/classifier:v2"}}',
-  );
-  await until(`${ns}/${name} on v2`, () =>
-    jsonpath(w, ns, `mm/${name}`, '{.status.observedGeneration}') === '2' &&
-    jsonpath(w, ns, `mm/${name}`, '{.status.phase}') === 'Ready'
-      ? true
-      : undefined,
+  const v2 = { spec: { image: 'registry.example.com/models/classifier:v2' } };
+  w.k.kubectl('patch', 'mm', name, '-n', ns, '--type=merge', '-p', JSON.stringify(v2));
+  await eventually(
+    `${ns}/${name} on v2`,
+    () => {
+      const status = mm(w, ns, name)?.status;
+      return status?.observedGeneration === 2 && status.phase === 'Ready';
+    },
+    waitLong,
   );
 }
 
 /** Waits for the model's workflow run to close, then saves its history. */
 async function save(w: World, story: string, workflowId: string, closes = true): Promise<void> {
   if (closes) {
-    await until(
+    await eventually(
       `${workflowId} to close`,
-      async () => (await w.client.workflow.getHandle(workflowId).describe()).status.name !== 'RUNNING' || undefined,
+      async () => (await w.client.workflow.getHandle(workflowId).describe()).status.name !== 'RUNNING',
+      waitLong,
     );
   }
   const out = execFileSync(
@@ -127,27 +98,25 @@ const withoutGateway: Record<string, (w: World) => Promise<void>> = {
   // Two replicas to Ready without a finalizer, an image update, `kubectl scale` drift restored, deleted.
   async 'no-gateway-update-drift-delete'(w) {
     const ns = 'hist';
-    w.apply(model(ns, 'plain', { minReplicas: 2, maxReplicas: 2 }));
+    w.k.apply(machineModel(ns, 'plain', { minReplicas: 2, maxReplicas: 2 }));
     await phaseIs(w, ns, 'plain', 'Ready');
     await updateImage(w, ns, 'plain');
-    w.kubectl('scale', 'deployment', 'plain', '-n', ns, '--replicas=1');
-    await until('the drift repaired', () =>
-      jsonpath(w, ns, 'deployment/plain', '{.spec.replicas}') === '2' ? true : undefined,
-    );
+    w.k.kubectl('scale', 'deployment', 'plain', '-n', ns, '--replicas=1');
+    await eventually('the drift repaired', () => w.k.get('deployment', ns, 'plain')?.spec.replicas === 2, waitLong);
     await phaseIs(w, ns, 'plain', 'Ready');
-    w.kubectl('delete', 'mm', 'plain', '-n', ns);
+    w.k.kubectl('delete', 'mm', 'plain', '-n', ns);
     await save(w, 'no-gateway-update-drift-delete', workflowIdFor(ns, 'plain'));
   },
 
   // A Deployment of the model's name that someone else owns: Failed with NotOwned; then deleted.
   async 'deployment-not-owned'(w) {
     const ns = 'hist';
-    w.kubectl('create', 'deployment', 'taken', '-n', ns, '--image=registry.example.com/other:v1');
-    w.apply(model(ns, 'taken', { endpointType: 'gRPC' }));
+    w.k.kubectl('create', 'deployment', 'taken', '-n', ns, '--image=registry.example.com/other:v1');
+    w.k.apply(machineModel(ns, 'taken', { endpointType: 'gRPC' }));
     await phaseIs(w, ns, 'taken', 'Failed');
-    w.kubectl('delete', 'mm', 'taken', '-n', ns);
+    w.k.kubectl('delete', 'mm', 'taken', '-n', ns);
     await save(w, 'deployment-not-owned', workflowIdFor(ns, 'taken'));
-    w.kubectl('delete', 'deployment', 'taken', '-n', ns);
+    w.k.kubectl('delete', 'deployment', 'taken', '-n', ns);
   },
 };
 
@@ -157,8 +126,8 @@ const onCaddy: Record<string, (w: World) => Promise<void>> = {
   // deleted (UnregisterPending, the finalizer kept); Caddy back; the deletion completes.
   async 'caddy-update-resync-outage-delete'(w) {
     const ns = 'hist';
-    w.apply(model(ns, 'published'));
-    await until('published', () => jsonpath(w, ns, 'mm/published', '{.status.gatewayURL}') || undefined);
+    w.k.apply(machineModel(ns, 'published'));
+    await published(w, ns, 'published');
     await updateImage(w, ns, 'published');
     // Not execFileSync: the worker in this process must run the update while mmctl waits for its answer.
     await promisify(execFile)('npx', ['tsx', repo('src/mmctl.ts'), 'resync', `${ns}/published`, '--wait'], {
@@ -166,12 +135,11 @@ const onCaddy: Record<string, (w: World) => Promise<void>> = {
     });
     await sleep(driftCheckSeconds * 1000 + 3000);
     await w.caddy.stop();
-    w.kubectl('delete', 'mm', 'published', '-n', ns, '--wait=false');
-    await until('UnregisterPending', () =>
-      jsonpath(w, ns, 'mm/published', '{.status.conditions[?(@.type=="GatewayRegistered")].reason}') ===
-      'UnregisterPending'
-        ? true
-        : undefined,
+    w.k.kubectl('delete', 'mm', 'published', '-n', ns, '--wait=false');
+    await eventually(
+      'UnregisterPending',
+      () => conditionOf(mm(w, ns, 'published'), 'GatewayRegistered')?.reason === 'UnregisterPending',
+      waitLong,
     );
     await sleep(8000);
     await w.caddy.start();
@@ -181,10 +149,10 @@ const onCaddy: Record<string, (w: World) => Promise<void>> = {
   // Published, then its namespace deleted: the cleanup round removes the route and the finalizer.
   async 'namespace-deleted'(w) {
     const ns = 'hist-doomed';
-    w.kubectl('create', 'namespace', ns);
-    w.apply(model(ns, 'doomed'));
-    await until('published', () => jsonpath(w, ns, 'mm/doomed', '{.status.gatewayURL}') || undefined);
-    w.kubectl('delete', 'namespace', ns, '--wait=false');
+    w.k.kubectl('create', 'namespace', ns);
+    w.k.apply(machineModel(ns, 'doomed'));
+    await published(w, ns, 'doomed');
+    w.k.kubectl('delete', 'namespace', ns, '--wait=false');
     await save(w, 'namespace-deleted', workflowIdFor(ns, 'doomed'));
   },
 
@@ -198,10 +166,11 @@ const onCaddy: Record<string, (w: World) => Promise<void>> = {
       handle: [{ handler: 'static_response', body: 'boo' }],
     });
     if (put.status !== 200) throw new Error(`Caddy refused the orphan route: ${put.status} ${put.body}`);
-    await until('the orphan removed', async () => {
-      const res = await request('GET', `${w.caddy.adminURL}/id/${orphan}`);
-      return res.status === 404 || undefined;
-    });
+    await eventually(
+      'the orphan removed',
+      async () => (await request('GET', `${w.caddy.adminURL}/id/${orphan}`)).status === 404,
+      waitLong,
+    );
     await sleep(janitorSweepSeconds * 1000);
     await save(w, 'gateway-janitor-removes-orphan', janitorWorkflowId(taskQueue), false);
   },
@@ -243,18 +212,10 @@ async function main(): Promise<void> {
       TEMPORAL_ADDRESS: stack.temporalAddress,
       TEMPORAL_NAMESPACE: stack.temporalNamespace,
     });
-    const kubectl = (...args: string[]) => kubectlRun(stack, args);
-    const apply = (object: object) => void kubectlRun(stack, ['apply', '-f', '-'], JSON.stringify(object));
-    kubectl('apply', '--server-side', '-k', repo('crds'));
-    kubectl('wait', '--for=condition=Established', 'crd/machinemodels.stable.example.com', '--timeout=60s');
-    kubectl('create', 'namespace', 'hist');
-    const w: World = {
-      stack,
-      caddy,
-      client: new Client({ connection, namespace: stack.temporalNamespace }),
-      kubectl,
-      apply,
-    };
+    const k = kubectlFor(stack);
+    installCrds(stack);
+    k.kubectl('create', 'namespace', 'hist');
+    const w: World = { stack, caddy, client: new Client({ connection, namespace: stack.temporalNamespace }), k };
     const common = ['--metrics-port', '0', '--drift-check', String(driftCheckSeconds)];
     await runStories(w, withoutGateway, [...common, '--gateway', 'none'], wanted);
     await caddy.start();

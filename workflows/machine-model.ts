@@ -68,55 +68,45 @@ const { metrics } = proxySinks<ReconcileSinks>();
 
 /** What the loop and the message handlers share. */
 interface LoopState {
-  /** Something asked to look again since the last round started. */
-  dirty: boolean;
-  /** A signal may concern another object of this name (or said nothing of which). */
-  foreignSignal: boolean;
+  /** A resync, a deletion or reconcileNow asked to look again since the last round started. */
+  asked: boolean;
+  /** One of those may concern another object of this name (or said nothing of which). */
+  askedForeign: boolean;
+  /** The watch events signalled since the last round started, each with whether it may concern another object. */
+  events: { hint: ReconcileHint; foreign: boolean }[];
   roundInProgress: boolean;
-  /** The watch events that woke the loop while a round ran: some may turn out to be its own writes. */
-  hintsDuringRound: ReconcileHint[];
-  /** Something other than a watch event (resync, deletion, reconcileNow) asked during the round. */
-  askedDuringRound: boolean;
   finished: boolean;
 }
 
 /**
- * A watch event caused by a write of the round before (its "Kind/resourceVersion" is one the round
- * wrote). Each replica's informer signals it, so it is remembered until the next round, not dropped at
- * its first sighting.
+ * The watch events that call for a round: all but the echoes of the round's own writes. Each replica's
+ * informer signals an echo, and one can arrive before the result of the step that wrote it, so events
+ * are judged against the round's writes whenever the loop looks, not when they arrive.
  */
-function isEcho(state: CarriedState, hint: ReconcileHint): boolean {
-  return isEchoOf(state.echoes, hint);
+function changesSeen(state: CarriedState, loop: LoopState): LoopState['events'] {
+  return loop.events.filter((e) => !isEchoOf(state.echoes, e.hint));
 }
 
-/**
- * Whether every wake during the round that just ended was the echo of one of its writes. A watch event
- * can be delivered in the same activation as the result of the step that wrote it, ahead of it, so it
- * is judged again once the round knows what it wrote.
- */
-function onlyEchoesDuringRound(state: CarriedState, loop: LoopState): boolean {
-  return (
-    !loop.askedDuringRound && loop.hintsDuringRound.length > 0 && loop.hintsDuringRound.every((h) => isEcho(state, h))
-  );
+function wantsRound(state: CarriedState, loop: LoopState): boolean {
+  return loop.asked || changesSeen(state, loop).length > 0;
+}
+
+function forgetWakes(loop: LoopState): void {
+  loop.asked = false;
+  loop.askedForeign = false;
+  loop.events = [];
 }
 
 function handleMessages(state: CarriedState, loop: LoopState, view: () => WorkflowStateView) {
-  const wake = (uid?: string) => {
-    state.signals++;
-    loop.dirty = true;
-    if (!uid || uid !== state.uid) loop.foreignSignal = true;
-  };
+  const foreign = (uid?: string) => !uid || uid !== state.uid;
   const ask = (uid?: string) => {
-    if (loop.roundInProgress) loop.askedDuringRound = true;
-    wake(uid);
+    state.signals++;
+    loop.asked = true;
+    if (foreign(uid)) loop.askedForeign = true;
   };
   setHandler(reconcileSignal, (hint) => {
-    if (isEcho(state, hint)) {
-      state.signals++;
-      return;
-    }
-    if (loop.roundInProgress) loop.hintsDuringRound.push(hint);
-    wake(hint.uid);
+    state.signals++;
+    loop.events.push({ hint, foreign: foreign(hint.uid) });
   });
   setHandler(resyncSignal, () => ask());
   setHandler(deletedSignal, ({ uid }) => ask(uid));
@@ -124,8 +114,7 @@ function handleMessages(state: CarriedState, loop: LoopState, view: () => Workfl
   setHandler(reconcileNowUpdate, async () => {
     // The answer must come from a round that starts after this request.
     const target = state.rounds + 1;
-    if (loop.roundInProgress) loop.askedDuringRound = true;
-    loop.dirty = true;
+    loop.asked = true;
     await condition(() => (state.lastOutcome?.round ?? 0) >= target || loop.finished);
     return state.lastOutcome!;
   });
@@ -139,18 +128,18 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
   state.runs++;
   // Level-triggered: every run begins by looking, unless it continues a quiet predecessor.
   const loop: LoopState = {
-    dirty: input.dirty ?? true,
-    foreignSignal: false,
+    asked: input.dirty ?? true,
+    askedForeign: false,
+    events: [],
     roundInProgress: false,
-    hintsDuringRound: [],
-    askedDuringRound: false,
     finished: false,
   };
+  const pending = () => wantsRound(state, loop);
   let nextCheckSeconds = input.nextCheckSeconds ?? 0;
   handleMessages(state, loop, () => ({
     ...state,
     ...key,
-    pendingWork: loop.dirty,
+    pendingWork: pending(),
     roundInProgress: loop.roundInProgress,
     config: cfg,
   }));
@@ -175,8 +164,8 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
     upsertSearchAttributes([{ key: phaseAttribute, value: phase }]);
   };
   const waitForSignal = async (seconds: number, summary: string) => {
-    loop.dirty = false;
-    await condition(() => loop.dirty, `${seconds} seconds`, { summary });
+    forgetWakes(loop);
+    await condition(pending, `${seconds} seconds`, { summary });
   };
   const gateway = gatewaySteps({ state, writeStatus, waitForSignal });
 
@@ -318,8 +307,8 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
   let roundsThisRun = 0;
   let lastRoundEndedAt = 0;
   for (;;) {
-    if (!loop.dirty) {
-      await condition(() => loop.dirty, `${nextCheckSeconds} seconds`, {
+    if (!pending()) {
+      await condition(pending, `${nextCheckSeconds} seconds`, {
         summary: waitSummary(state.phase, nextCheckSeconds, seen.readiness),
       });
     }
@@ -327,19 +316,12 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
     if (sinceLast < cfg.minRoundIntervalMs) {
       await sleep(cfg.minRoundIntervalMs - sinceLast, { summary: 'rate limit: let a burst of changes coalesce' });
     }
-    loop.dirty = false;
-    loop.foreignSignal = false;
-    loop.hintsDuringRound = [];
-    loop.askedDuringRound = false;
+    forgetWakes(loop);
     loop.roundInProgress = true;
     metrics.roundStarted();
     const { nextCheckSeconds: next, requeued, ...outcome } = await reconcile();
     metrics.roundFinished(roundResultOf({ ...outcome, requeued }));
     loop.roundInProgress = false;
-    if (loop.dirty && onlyEchoesDuringRound(state, loop)) {
-      loop.dirty = false;
-      loop.foreignSignal = false;
-    }
     lastRoundEndedAt = Date.now();
     nextCheckSeconds = next;
     state.lastOutcome = outcome;
@@ -354,7 +336,7 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
 
     if (outcome.finished) {
       // Signals about the object just finished (its own finalizer removal, its deletion) need no new run.
-      if (loop.foreignSignal) {
+      if (loop.askedForeign || changesSeen(state, loop).some((e) => e.foreign)) {
         // Something happened to the name after we looked (a new object of the same name): start clean.
         await condition(allHandlersFinished);
         return continueAsNew<typeof machineModelWorkflow>({ ...key, config: input.config });
@@ -368,7 +350,7 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
       return continueAsNew<typeof machineModelWorkflow>({
         ...input,
         state,
-        dirty: loop.dirty,
+        dirty: pending(),
         nextCheckSeconds,
       });
     }

@@ -61,7 +61,7 @@ export function step<K extends keyof Activities>(
   return stepWith(kubeStepOptions, name, summary, ...args);
 }
 
-export function stepWith<K extends keyof Activities>(
+function stepWith<K extends keyof Activities>(
   options: ActivityOptions,
   name: K,
   summary: string,

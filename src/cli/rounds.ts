@@ -114,7 +114,7 @@ export function roundsOf(runId: string, events: HistoryEvent[]): RoundRecord[] {
   let current: RoundRecord | undefined;
   let phase: Phase | undefined;
   let wakes: string[] = [];
-  let written = new Set<string>();
+  let written: string[] = [];
   const timers = new Map<string, string | undefined>();
   const scheduled = new Map<string, { type: string; summary?: string; at: number }>();
   // A regular activity's retries are no events of their own: its started event holds the last attempt.
@@ -135,7 +135,7 @@ export function roundsOf(runId: string, events: HistoryEvent[]): RoundRecord[] {
     };
     rounds.push(current);
     wakes = [];
-    written = new Set();
+    written = [];
   };
   const endStep = ({ local, type, summary, startedAt, endedAt, attempts, result, failure }: FinishedStep) => {
     // A regular activity's round began when it was scheduled.
@@ -153,8 +153,8 @@ export function roundsOf(runId: string, events: HistoryEvent[]): RoundRecord[] {
     if (type === 'readModel' && result === null) round.gone = true;
     const r = (result ?? {}) as Record<string, unknown>;
     if (Array.isArray(r.changes)) round.changes.push(...(r.changes as string[]));
-    if (Array.isArray(r.written)) for (const w of r.written as string[]) written.add(w);
-    if (typeof r.written === 'string') written.add(r.written);
+    if (Array.isArray(r.written)) written.push(...(r.written as string[]));
+    if (typeof r.written === 'string') written.push(r.written);
     if (type === 'ensureFinalizer' && r.added) round.changes.push('finalizer added');
     if (type === 'removeFinalizer' && r.removed) round.changes.push('finalizer removed');
     if (type === 'unregisterRoute' && r.removed) round.changes.push('gateway route removed');
@@ -222,7 +222,7 @@ export function roundsOf(runId: string, events: HistoryEvent[]): RoundRecord[] {
       const a = e.workflowExecutionSignaledEventAttributes;
       const arg = decoded<Hint>(a.input?.payloads?.[0]);
       // The workflow ignores the watch events of the round before's writes (workflows/machine-model.ts).
-      if (a.signalName === 'reconcile' && arg?.source !== undefined && isEchoOf([...written], arg as VersionedHint))
+      if (a.signalName === 'reconcile' && arg?.source !== undefined && isEchoOf(written, arg as VersionedHint))
         continue;
       wakes.push(signalTrigger(a.signalName, arg));
     } else if (e.workflowExecutionUpdateAcceptedEventAttributes) {

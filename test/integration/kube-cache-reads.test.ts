@@ -4,8 +4,7 @@
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { KubeConfig, type KubernetesObject, type V1Pod, type V1Service } from '@kubernetes/client-node';
+import { KubeConfig, type V1Pod, type V1Service } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { applyChildrenActivity } from '../../activities/apply-children.js';
