@@ -12,6 +12,7 @@ import {
 } from '../src/core/desired-state.js';
 import { changedFields } from '../src/core/child-changes.js';
 import { ownershipOf } from '../src/core/ownership.js';
+import { containerTroubles } from '../src/core/container-troubles.js';
 import { unschedulablePods } from '../src/core/pod-scheduling.js';
 import { readinessOf } from '../src/core/readiness.js';
 import { isReady, type Readiness } from '../src/core/status.js';
@@ -44,14 +45,24 @@ interface Change {
 const eventReasons: Record<Action, string> = { created: 'Created', updated: 'Updated', deleted: 'Deleted' };
 const listFormat = new Intl.ListFormat('en', { type: 'conjunction' });
 
-/** Only a rollout that waits is worth reading its Pods: it may be waiting for the scheduler. */
-async function withScheduling(kube: ActivityDeps['kube'], ref: ModelRef, readiness: Readiness): Promise<Readiness> {
+/**
+ * Only a rollout that waits is worth reading its Pods: it may wait for the scheduler, or for
+ * containers that cannot run (a bad image, a crash loop) or do not pass their readiness probe.
+ */
+async function withPodHealth(kube: ActivityDeps['kube'], ref: ModelRef, readiness: Readiness): Promise<Readiness> {
   if (isReady(readiness)) return readiness;
   const pods = await kube.listPods(ref.namespace, ref.name).catch((err: unknown) => {
     throw kubeFailure(err, `listing the Pods of ${ref.namespace}/${ref.name}`);
   });
   const unschedulable = unschedulablePods(pods);
-  return unschedulable ? { ...readiness, unschedulable } : readiness;
+  const containers = containerTroubles(pods);
+  if (containers?.kind === 'not-ready') {
+    // The probe's own words are in the kubelet's Events, not in the Pod.
+    const unready = pods.find((p) => p.status?.containerStatuses?.some((c) => c.state?.running && !c.ready));
+    const name = unready?.metadata?.name;
+    if (name) containers.probeMessage = await kube.lastProbeFailure(ref.namespace, name);
+  }
+  return { ...readiness, ...(unschedulable ? { unschedulable } : {}), ...(containers ? { containers } : {}) };
 }
 
 export function applyChildrenActivity({ kube, build }: ActivityDeps) {
@@ -111,7 +122,7 @@ export function applyChildrenActivity({ kube, build }: ActivityDeps) {
       }
       readiness = readinessOf(deployment as V1Deployment, autoscaler as V2HorizontalPodAutoscaler | undefined);
       // A rollout this call just began has no pods the scheduler could have refused yet.
-      if (deployment === live) readiness = await withScheduling(kube, ref, readiness);
+      if (deployment === live) readiness = await withPodHealth(kube, ref, readiness);
     } catch (err) {
       throw kubeFailure(err, `applying children of MachineModel ${ref.namespace}/${ref.name}`);
     } finally {

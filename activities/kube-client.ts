@@ -5,6 +5,7 @@ import {
   KubernetesObjectApi,
   PatchStrategy,
   setHeaderOptions,
+  type CoreV1Event,
   type KubernetesObject,
   type V1Pod,
 } from '@kubernetes/client-node';
@@ -142,6 +143,23 @@ export class KubeClient {
     return (await this.core.listNamespacedPod({ namespace, labelSelector: selectorString(model) })).items;
   }
 
+  /** The kubelet's latest "Readiness probe failed: ..." for a Pod; best effort (undefined when none or not allowed). */
+  async lastProbeFailure(namespace: string, pod: string): Promise<string | undefined> {
+    try {
+      this.reads.apiserver++;
+      const events = await this.core.listNamespacedEvent({
+        namespace,
+        fieldSelector: `involvedObject.kind=Pod,involvedObject.name=${pod},reason=Unhealthy`,
+      });
+      const latest = events.items
+        .filter((e) => e.message?.startsWith('Readiness probe'))
+        .sort((a, b) => eventTime(b) - eventTime(a))[0];
+      return latest?.message?.trim();
+    } catch {
+      return undefined;
+    }
+  }
+
   async read<T extends KubernetesObject>(
     apiVersion: string,
     kind: string,
@@ -211,4 +229,8 @@ export class KubeClient {
     const seen = cached && cached !== 'unknown' ? cached.metadata?.resourceVersion : undefined;
     this.bypassCacheUntilNewer(obj.kind, namespace, name, seen ?? obj.metadata?.resourceVersion);
   }
+}
+
+function eventTime(e: CoreV1Event): number {
+  return new Date(e.lastTimestamp ?? e.eventTime ?? e.metadata?.creationTimestamp ?? 0).getTime();
 }

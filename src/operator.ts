@@ -1,6 +1,7 @@
 // The operator process: the thin informer and the Temporal worker, each optional by role. It starts
 // before what it depends on may answer: /healthz serves at once, and while Temporal or the apiserver
 // does not answer the process waits for it (one log line, /readyz 503) instead of exiting.
+import type { KubernetesObject } from '@kubernetes/client-node';
 import { existsSync } from 'node:fs';
 import type http from 'node:http';
 import { fileURLToPath } from 'node:url';
@@ -47,7 +48,16 @@ export function loadKubeConfig(file?: string): KubeConfig {
 function gatewayDriver(config: GatewayConfig, kube: KubeClient): GatewayDriver | undefined {
   switch (config.kind) {
     case 'caddy':
-      return new CaddyDriver(config);
+      return new CaddyDriver(config, async (namespace, name) => {
+        const service = await kube.read<KubernetesObject & { spec?: { clusterIP?: string } }>(
+          'v1',
+          'Service',
+          namespace,
+          name,
+        );
+        const ip = service?.spec?.clusterIP;
+        return ip && ip !== 'None' ? ip : undefined;
+      });
     case 'gateway-api':
       return new GatewayApiDriver(kube, config);
     case 'none':

@@ -9,7 +9,7 @@ export const workflowType = 'machineModelWorkflow';
 
 /** Why the informer says "look again"; never the spec itself (the workflow always reads the current object). */
 export interface ReconcileHint {
-  source: 'MachineModel' | 'Deployment' | 'Service' | 'HorizontalPodAutoscaler' | 'HTTPRoute' | 'Pod';
+  source: 'MachineModel' | 'Deployment' | 'Service' | 'HorizontalPodAutoscaler' | 'HTTPRoute' | 'Pod' | 'Event';
   event: 'added' | 'updated' | 'deleted' | 'relisted';
   resourceVersion?: string;
   /** "Kind/resourceVersion" of each event of a signal the informer coalesced (src/core/watch-echoes.ts). */

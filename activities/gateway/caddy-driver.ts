@@ -26,6 +26,12 @@ export interface CaddyOptions {
   listen: string;
   /** Base URL clients use, e.g. https://api.example.com; the path prefix is appended. */
   publicURL: string;
+  /**
+   * How Caddy reaches a model: by its Service's cluster DNS name (Caddy inside the cluster), or by
+   * its Service's cluster IP (Caddy on a node, or on a host that routes the service network, which
+   * cannot resolve cluster names). Service DNS when unset.
+   */
+  upstream?: 'service-dns' | 'cluster-ip';
 }
 
 interface CaddyRoute {
@@ -63,7 +69,11 @@ export class CaddyDriver implements GatewayDriver {
    */
   private readonly admin = new Mutex();
 
-  constructor(private readonly opts: CaddyOptions) {}
+  constructor(
+    private readonly opts: CaddyOptions,
+    private readonly serviceIP: (namespace: string, name: string) => Promise<string | undefined> = async () =>
+      undefined,
+  ) {}
 
   private async call(method: string, path: string, body?: unknown): Promise<{ status: number; json: unknown }> {
     let res: HttpResult;
@@ -114,6 +124,13 @@ export class CaddyDriver implements GatewayDriver {
     return server.routes;
   }
 
+  /** With `upstream: cluster-ip`, the route dials the Service's cluster IP (until it has one, its DNS name). */
+  private async addressed(route: RouteSpec): Promise<RouteSpec> {
+    if (this.opts.upstream !== 'cluster-ip') return route;
+    const ip = await this.serviceIP(route.service.namespace, route.service.name);
+    return ip ? { ...route, service: { ...route.service, host: ip } } : route;
+  }
+
   async list(): Promise<ExistingRoute[]> {
     const routes = await this.ensureServer();
     return routes.flatMap((r): ExistingRoute[] => {
@@ -131,7 +148,7 @@ export class CaddyDriver implements GatewayDriver {
   }
 
   async put(route: RouteSpec): Promise<boolean> {
-    const desired = caddyRoute(route);
+    const desired = caddyRoute(await this.addressed(route));
     const current = await this.call('GET', `/id/${route.id}`);
     if (current.status === 200) {
       if (isSubset(desired, current.json) && isSubset(current.json, desired)) return false;

@@ -1,5 +1,6 @@
 // What the MachineModel's status should say, from what a reconcile round decided and observed. Pure.
 import type { Condition, MachineModelStatus, Phase } from './api.js';
+import { describeTrouble, needsAPerson, troubleReasons, type ContainerTrouble } from './container-troubles.js';
 import type { Unschedulable } from './pod-scheduling.js';
 
 /** What the workflow concluded this round. */
@@ -23,6 +24,8 @@ export interface Readiness {
   available?: { status: Condition['status']; reason: string; message: string };
   /** Set when the rollout waits for the scheduler (e.g. no node has the GPUs asked for). */
   unschedulable?: Unschedulable;
+  /** Set when containers do not become ready: an image pull, a crash loop, a probe (container-troubles.ts). */
+  containers?: ContainerTrouble;
   /** The HorizontalPodAutoscaler's ScalingActive condition, when the model has an autoscaler. */
   autoscaler?: { scalingActive?: { status: Condition['status']; reason: string; message: string } };
 }
@@ -59,14 +62,25 @@ const phases: Record<Verdict['kind'], Phase> = {
   deleting: 'Deleting',
 };
 
-/** A rollout whose pods the scheduler cannot place is Pending, not Deploying: it will not progress by waiting alone. */
+/**
+ * A rollout whose containers cannot run (an image that cannot be pulled, a crash loop) is Failed at
+ * once, and one whose pods the scheduler cannot place is Pending: neither progresses by waiting alone.
+ * Both recover by themselves when the spec or the cluster is fixed: the workflow keeps watching.
+ */
 export function phaseOf(v: Verdict, r: Readiness | undefined): Phase {
-  return v.kind === 'progressing' && r?.unschedulable ? 'Pending' : phases[v.kind];
+  if (v.kind !== 'progressing') return phases[v.kind];
+  if (stuckContainers(r)) return 'Failed';
+  return r?.unschedulable ? 'Pending' : 'Deploying';
+}
+
+function stuckContainers(r: Readiness | undefined): ContainerTrouble | undefined {
+  return r?.containers && needsAPerson(r.containers) ? r.containers : undefined;
 }
 
 function replicaSummary(r: Readiness | undefined): string {
   if (!r?.found) return 'the Deployment does not exist yet';
-  const summary = `${r.readyReplicas} of ${r.desiredReplicas} replicas ready, ${r.updatedReplicas} updated`;
+  let summary = `${r.readyReplicas} of ${r.desiredReplicas} replicas ready, ${r.updatedReplicas} updated`;
+  if (r.containers && !needsAPerson(r.containers)) summary += `; ${describeTrouble(r.containers)}`;
   if (!r.unschedulable) return summary;
   const pods = r.unschedulable.pods === 1 ? '1 pod' : `${r.unschedulable.pods} pods`;
   return `${summary}; ${pods} cannot be scheduled: ${r.unschedulable.message}`;
@@ -76,7 +90,15 @@ function readyCondition(v: Verdict, r: Readiness | undefined): Omit<Condition, '
   switch (v.kind) {
     case 'ready':
       return { type: 'Ready', status: 'True', reason: 'ModelReady', message: replicaSummary(r) };
-    case 'progressing':
+    case 'progressing': {
+      const stuck = stuckContainers(r);
+      if (stuck)
+        return {
+          type: 'Ready',
+          status: 'False',
+          reason: troubleReasons[stuck.kind],
+          message: `${describeTrouble(stuck)}; ${replicaSummary(r)}; will recover when the spec or the cluster is fixed`,
+        };
       if (r?.unschedulable)
         return {
           type: 'Ready',
@@ -84,7 +106,9 @@ function readyCondition(v: Verdict, r: Readiness | undefined): Omit<Condition, '
           reason: 'Unschedulable',
           message: `waiting for the scheduler: ${replicaSummary(r)}`,
         };
-      return { type: 'Ready', status: 'False', reason: 'Progressing', message: `rolling out: ${replicaSummary(r)}` };
+      const reason = r?.containers ? troubleReasons[r.containers.kind] : 'Progressing';
+      return { type: 'Ready', status: 'False', reason, message: `rolling out: ${replicaSummary(r)}` };
+    }
     case 'deadline-exceeded':
       return {
         type: 'Ready',
@@ -106,10 +130,12 @@ function readyCondition(v: Verdict, r: Readiness | undefined): Omit<Condition, '
  */
 function reconcilingAndStalled(
   v: Verdict,
+  r: Readiness | undefined,
   ready: Omit<Condition, 'lastTransitionTime'>,
 ): Omit<Condition, 'lastTransitionTime'>[] {
   const no = (type: string, reason: string, message: string) => ({ type, status: 'False' as const, reason, message });
-  switch (v.kind) {
+  const kind = v.kind === 'progressing' && stuckContainers(r) ? 'failed' : v.kind;
+  switch (kind) {
     case 'ready':
       return [no('Reconciling', 'ModelReady', 'nothing to do'), no('Stalled', 'ModelReady', 'nothing to do')];
     case 'progressing':
@@ -189,7 +215,7 @@ export function computeStatus(prev: MachineModelStatus | undefined, input: Statu
   const ready = readyCondition(input.verdict, input.readiness);
   const wanted = [
     ready,
-    ...reconcilingAndStalled(input.verdict, ready),
+    ...reconcilingAndStalled(input.verdict, input.readiness, ready),
     availableCondition(input.readiness),
     ...(autoscaling ? [autoscaling] : []),
     ...(input.extraConditions ?? []),

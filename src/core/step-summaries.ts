@@ -1,6 +1,7 @@
 // The one-line summaries the Web UI shows for a round's steps and waits: what was asked, seen and
 // changed. Pure and workflow-safe: the workflow computes them from what its history already holds.
 import type { MachineModelSpec, Phase } from './api.js';
+import { describeTrouble, troubleReasons } from './container-troubles.js';
 import { withDefaults } from './desired-state.js';
 import type { Readiness } from './status.js';
 
@@ -19,12 +20,17 @@ export function applySummary(spec: MachineModelSpec): string {
   return `apply ${spec.image}, ${sizeOf(spec)}`;
 }
 
-/** "1 of 2 ready, 1 updated"; right after a change, the Deployment controller has not seen it yet. */
+/**
+ * "1 of 2 ready, 1 updated"; right after a change, the Deployment controller has not seen it yet. With
+ * the containers' trouble when they have one: "… · CrashLoopBackOff: container model keeps crashing …".
+ */
 export function readinessSummary(r: Readiness | undefined): string | undefined {
   if (!r) return undefined;
   if (!r.found) return 'no Deployment yet';
   const ready = `${r.readyReplicas} of ${r.desiredReplicas} ready`;
-  return r.observedLatest ? `${ready}, ${r.updatedReplicas} updated` : `${ready}, rollout starting`;
+  const progress = r.observedLatest ? `${ready}, ${r.updatedReplicas} updated` : `${ready}, rollout starting`;
+  const trouble = r.containers && `${troubleReasons[r.containers.kind]}: ${describeTrouble(r.containers, false)}`;
+  return trouble ? `${progress} · ${trouble}` : progress;
 }
 
 /** "status Ready → Deploying · 2 of 2 ready · Deployment updated: image a → b" */

@@ -1,6 +1,7 @@
 // Which watch events can change a reconcile's outcome, and which workflow they wake. Pure apart from
 // the memory of what was last seen per object, which a re-list may replay without consequence.
 import { isModelController, labels, resyncAnnotation } from '../core/api.js';
+import { troubleFingerprint, type PodHealthView } from '../core/container-troubles.js';
 import { unschedulablePods } from '../core/pod-scheduling.js';
 import type { RolloutStatus } from '../core/readiness.js';
 import type { ReconcileHint } from '../../workflows/definitions.js';
@@ -24,6 +25,12 @@ export interface WatchedObject {
   };
   spec?: unknown;
   status?: RolloutStatus;
+}
+
+/** What of a kubelet's `Unhealthy` Event about a Pod the filter reads. */
+export interface ProbeEventView {
+  metadata?: { name?: string; namespace?: string; resourceVersion?: string };
+  message?: string;
 }
 
 export interface SignalRequest {
@@ -94,12 +101,14 @@ export function fingerprint(kind: WatchedKind, obj: WatchedObject): string {
     case 'Service':
     case 'HTTPRoute':
       return JSON.stringify([...common, owners, m.labels, obj.spec]);
-    case 'Pod':
-      return unschedulablePods([obj])?.message ?? placeable;
+    case 'Pod': {
+      const parts = [unschedulablePods([obj])?.message ?? '', troubleFingerprint(obj as PodHealthView)];
+      return parts.every((p) => p === '') ? placeable : JSON.stringify(parts);
+    }
   }
 }
 
-/** The fingerprint of a Pod the scheduler has placed or has not yet tried to. */
+/** The fingerprint of a Pod the scheduler has placed (or has not yet tried to) whose containers are fine. */
 const placeable = '';
 
 /**
@@ -152,6 +161,32 @@ export class ChangeFilter {
     if (after === placeable) this.seen.delete(id);
     else this.seen.set(id, after);
     return before !== after;
+  }
+
+  /**
+   * A readiness probe failure of one of a model's Pods (the informer finds the model from its Pod
+   * cache). The kubelet writes no probe result into the Pod, only this Event; the model looks again
+   * when a failure is new, so its Ready condition quotes the probe at once. A repeat of the same
+   * failure is the same Event with a higher count: it wakes nobody.
+   */
+  observeProbe(
+    type: WatchEventType,
+    event: ProbeEventView,
+    model: { namespace: string; name: string } | undefined,
+  ): SignalRequest | undefined {
+    const id = `Event/${event.metadata?.namespace}/${event.metadata?.name}`;
+    if (type === 'deleted') {
+      this.seen.delete(id);
+      return undefined;
+    }
+    if (!model || !this.models.has(`${model.namespace}/${model.name}`)) return undefined;
+    if (!event.message?.startsWith('Readiness probe failed') || this.seen.get(id) === event.message) return undefined;
+    this.seen.set(id, event.message);
+    return {
+      ...model,
+      signal: 'reconcile',
+      hint: { source: 'Event', event: type, resourceVersion: event.metadata?.resourceVersion },
+    };
   }
 
   /** After a reconnect: look again at the object's model, unless that model is known to be gone. */

@@ -16,11 +16,12 @@ import {
   KubernetesObjectApi,
   ListWatch,
   Watch,
+  type CoreV1Event,
   type KubernetesObject,
   type V1Pod,
 } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { childSelector, group, plural, version } from '../core/api.js';
+import { childSelector, group, labels, plural, version } from '../core/api.js';
 import { apiClient } from '../process/kube-api.js';
 import { apiMessage } from '../process/kube-errors.js';
 import type { Reachability } from '../process/ready-gate.js';
@@ -33,12 +34,13 @@ import {
 } from './event-filter.js';
 
 interface SourceSpec {
-  kind: WatchedKind | 'Namespace';
+  kind: WatchedKind | 'Namespace' | 'Event';
   apiVersion: string;
   /** URL path segment of the collection, e.g. apis/apps/v1 + deployments. */
   prefix: string;
   resource: string;
   labelSelector?: string;
+  fieldSelector?: string;
   /** Strips in place what the operator never reads, before the object is cached. */
   keep?: (obj: KubernetesObject) => void;
 }
@@ -53,14 +55,33 @@ function withoutManagedFields(obj: KubernetesObject): void {
 
 /**
  * A model's Pods are many and large (their managed fields alone are kilobytes); the operator reads
- * only whether the scheduler placed them (src/core/pod-scheduling.ts), so the cache keeps just that.
+ * only whether the scheduler placed them (src/core/pod-scheduling.ts) and how their containers fare
+ * (src/core/container-troubles.ts), so the cache keeps just that.
  */
-function keepSchedulingView(obj: KubernetesObject): void {
+function keepHealthView(obj: KubernetesObject): void {
   const pod = obj as V1Pod;
   const { name, namespace, uid, resourceVersion, labels, deletionTimestamp } = pod.metadata ?? {};
   pod.metadata = { name, namespace, uid, resourceVersion, labels, deletionTimestamp };
-  pod.status = { conditions: pod.status?.conditions?.filter((c) => c.type === 'PodScheduled') };
-  delete pod.spec;
+  pod.status = {
+    conditions: pod.status?.conditions?.filter((c) => c.type === 'PodScheduled'),
+    containerStatuses: pod.status?.containerStatuses?.map(
+      ({ name, image, imageID, ready, restartCount, state, lastState }) => ({
+        name,
+        image,
+        imageID,
+        ready,
+        restartCount,
+        state,
+        lastState,
+      }),
+    ),
+  };
+  const containers = pod.spec?.containers.map(({ name, image, resources }) => ({
+    name,
+    image,
+    resources: { limits: resources?.limits },
+  }));
+  pod.spec = containers ? { containers } : undefined;
 }
 
 const sources: SourceSpec[] = [
@@ -94,7 +115,7 @@ const podSource: SourceSpec = {
   prefix: '/api/v1',
   resource: 'pods',
   labelSelector: childSelector,
-  keep: keepSchedulingView,
+  keep: keepHealthView,
 };
 
 /**
@@ -103,6 +124,27 @@ const podSource: SourceSpec = {
  * the permission to watch them, children wake their models as before.
  */
 const namespaceSource: SourceSpec = { kind: 'Namespace', apiVersion: 'v1', prefix: '/api/v1', resource: 'namespaces' };
+
+/**
+ * The kubelet's readiness probe failures (`Unhealthy` Events about Pods): a failing probe changes
+ * nothing in the Pod, so without them a model would quote its probe only at a readiness recheck.
+ * Optional, like the Pod watch. The cache keeps what the filter reads.
+ */
+const probeEventSource: SourceSpec = {
+  kind: 'Event',
+  apiVersion: 'v1',
+  prefix: '/api/v1',
+  resource: 'events',
+  fieldSelector: 'involvedObject.kind=Pod,reason=Unhealthy',
+  keep: (obj) => {
+    const event = obj as CoreV1Event;
+    const { name, namespace, uid, resourceVersion } = event.metadata;
+    event.metadata = { name, namespace, uid, resourceVersion };
+    event.involvedObject = { kind: event.involvedObject.kind, name: event.involvedObject.name };
+    for (const key of ['source', 'reportingComponent', 'reportingInstance', 'firstTimestamp', 'eventTime'] as const)
+      delete event[key];
+  },
+};
 
 const httpRoutes: SourceSpec = {
   kind: 'HTTPRoute',
@@ -160,6 +202,7 @@ class Source {
     const api = apiClient(kc, KubernetesObjectApi);
     const collection = `${spec.prefix}${namespace ? `/namespaces/${namespace}` : ''}/${spec.resource}`;
     const watchPath = `${collection}?timeoutSeconds=${opts.watchTimeoutSeconds}&allowWatchBookmarks=true`;
+    const { labelSelector, fieldSelector } = spec;
     // The ListWatch caches the very object it hands to its first listener: `keep` trims the cached copy.
     const keep = spec.keep ?? withoutManagedFields;
     const list = async () => {
@@ -170,8 +213,8 @@ class Source {
         undefined,
         undefined,
         undefined,
-        undefined,
-        spec.labelSelector,
+        fieldSelector,
+        labelSelector,
       );
       // A list's items come without apiVersion and kind. Cached so, they would read as different from
       // what the operator applies, and every round after a restart would apply its children again.
@@ -181,7 +224,7 @@ class Source {
       }
       return listed;
     };
-    this.lw = new ListWatch(watchPath, new Watch(kc), list, false, spec.labelSelector);
+    this.lw = new ListWatch(watchPath, new Watch(kc), list, false, labelSelector, fieldSelector);
     this.synced = new Promise((resolve) => (this.markSynced = resolve));
     const alive = () => (this.lastActivity = Date.now());
     this.lw.on('connect', alive);
@@ -256,6 +299,7 @@ export class Informer {
   private readonly sources: Source[];
   /** Watched when permitted; the operator works without them (a missing permission is logged at each retry). */
   private readonly pods: Source[];
+  private readonly probeEvents: Source[];
   /** The sources whose caches the worker reads: every one but the namespaces'. */
   private readonly cached: Source[];
   private readonly namespaces: Source;
@@ -279,7 +323,10 @@ export class Informer {
         ns,
         kc,
         o,
-        (k, t, obj) => k !== 'Namespace' && this.handle(k, t, obj),
+        (k, t, obj) => {
+          if (k === 'Event') this.handleProbe(t, obj as CoreV1Event);
+          else if (k !== 'Namespace') this.handle(k, t, obj);
+        },
         (s) => this.relisted(s),
         (s, err, retryInMs) => this.failed(s, err, retryInMs),
       );
@@ -287,6 +334,7 @@ export class Informer {
       namespaces.map((ns) => source(spec, ns)),
     );
     this.pods = namespaces.map((ns) => source(podSource, ns));
+    this.probeEvents = namespaces.map((ns) => source(probeEventSource, ns));
     this.cached = [...this.sources, ...this.pods];
     this.namespaces = source(namespaceSource, undefined);
   }
@@ -337,6 +385,16 @@ export class Informer {
     this.onSignal(request);
   }
 
+  /** A probe failure wakes the model whose Pod it names, found in the Pod cache (no cache: nobody). */
+  private handleProbe(type: WatchEventType, event: CoreV1Event): void {
+    this.events++;
+    const namespace = event.metadata.namespace ?? '';
+    const pod = this.lookup('Pod', namespace, event.involvedObject.name ?? '');
+    const name = pod && pod !== 'unknown' ? pod.metadata?.labels?.[labels.instance] : undefined;
+    const request = this.filter.observeProbe(type, event, name ? { namespace, name } : undefined);
+    if (request && !this.terminating(namespace)) this.onSignal(request);
+  }
+
   private failed(source: Source, err: unknown, retryInMs: number): void {
     // Before the first list of every source, the apiserver not answering is one line, not one per source.
     if (this.apiserver && !this.sources.every((s) => s.hasSynced)) return this.apiserver.down(apiMessage(err));
@@ -347,8 +405,8 @@ export class Informer {
   private relisted(source: Source): void {
     this.log.info({ source: source.label }, 'watch re-established');
     const kind = source.spec.kind;
-    // A relisted Pod that changed went through the filter already; the others have nothing to say.
-    if (kind === 'Namespace' || kind === 'Pod') return;
+    // A relisted Pod or probe Event that changed went through the filter already; the others have nothing to say.
+    if (kind === 'Namespace' || kind === 'Pod' || kind === 'Event') return;
     const requests = new Map<string, SignalRequest>();
     for (const obj of source.lw.list() as WatchedObject[]) {
       const request = this.filter.lookAgain(kind, obj);
@@ -361,13 +419,13 @@ export class Informer {
   async start(): Promise<void> {
     // Not awaited: the operator works without them (a missing permission is logged at each retry).
     void this.namespaces.start();
-    for (const s of this.pods) void s.start();
+    for (const s of [...this.pods, ...this.probeEvents]) void s.start();
     await Promise.all(this.sources.map((s) => s.start()));
     await Promise.all(this.sources.map((s) => s.synced));
     this.apiserver?.up();
   }
 
   async stop(): Promise<void> {
-    await Promise.all([...this.cached, this.namespaces].map((s) => s.stop()));
+    await Promise.all([...this.cached, ...this.probeEvents, this.namespaces].map((s) => s.stop()));
   }
 }

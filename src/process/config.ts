@@ -24,7 +24,14 @@ export interface TemporalConfig {
 
 export type GatewayConfig =
   | { kind: 'none' }
-  | { kind: 'caddy'; adminURL: string; server: string; listen: string; publicURL: string }
+  | {
+      kind: 'caddy';
+      adminURL: string;
+      server: string;
+      listen: string;
+      publicURL: string;
+      upstream: 'service-dns' | 'cluster-ip';
+    }
   | { kind: 'gateway-api'; parent: { namespace: string; name: string; sectionName?: string }; publicURL: string };
 
 export interface OperatorConfig {
@@ -55,6 +62,7 @@ interface GatewayFlags {
   caddyAdmin: string;
   caddyServer: string;
   caddyListen: string;
+  caddyUpstream: 'service-dns' | 'cluster-ip';
   gatewayParent?: string;
   gatewayPublicUrl?: string;
 }
@@ -68,6 +76,7 @@ export function gatewayConfigFrom(f: GatewayFlags): GatewayConfig {
       server: f.caddyServer,
       listen: f.caddyListen,
       publicURL: f.gatewayPublicUrl ?? `http://${host}`,
+      upstream: f.caddyUpstream,
     };
   }
   if (f.gateway === 'gateway-api') {
@@ -272,6 +281,12 @@ function operatorCommand(): Command {
       new Option('--caddy-listen <address>', 'listen address of that server, if the operator creates it')
         .env('MMO_CADDY_LISTEN')
         .default(':8080'),
+    )
+    .addOption(
+      new Option('--caddy-upstream <how>', "how Caddy reaches a model: its Service's DNS name or cluster IP")
+        .choices(['service-dns', 'cluster-ip'])
+        .env('MMO_CADDY_UPSTREAM')
+        .default('service-dns'),
     )
     .addOption(
       new Option('--gateway-parent <ns/name>', 'parent Gateway of the HTTPRoutes (gateway-api)').env(

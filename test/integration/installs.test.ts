@@ -152,6 +152,30 @@ describe('the connection settings of each install', () => {
     expect(config.temporal.tls).toBeUndefined();
   });
 
+  it('all-in-one: the operator publishes models on the Caddy the install brings, through its admin Service', () => {
+    const { objects, config } = configOf(installs['all-in-one']!);
+    const admin = find(objects, 'Service', 'caddy-admin');
+    const traffic = find(objects, 'Service', 'caddy');
+    expect(config.gateway).toMatchObject({
+      kind: 'caddy',
+      adminURL: `http://${admin.metadata.name}.${admin.metadata.namespace}:${admin.spec.ports[0].port}`,
+      publicURL: `http://${traffic.metadata.name}.${traffic.metadata.namespace}.svc`,
+    });
+    const policy = find(objects, 'NetworkPolicy', 'caddy-admin-from-operator');
+    expect(policy.spec.ingress).toContainEqual(
+      expect.objectContaining({
+        ports: [{ port: 'admin' }],
+        from: [
+          expect.objectContaining({
+            podSelector: {
+              matchLabels: find(objects, 'Deployment', 'machinemodel-operator').spec.template.metadata.labels,
+            },
+          }),
+        ],
+      }),
+    );
+  });
+
   it('existing-temporal: the API key comes from a Secret, and with it TLS', () => {
     const { config, env } = configOf(installs['existing-temporal']!);
     expect(env.TEMPORAL_API_KEY).toContain('secretKeyRef');

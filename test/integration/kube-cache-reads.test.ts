@@ -154,7 +154,7 @@ it('asks the apiserver nothing about an autoscaler a model without autoscaling d
   expect(k.get('horizontalpodautoscaler', ns, 'plain').spec.scaleTargetRef.name).toBe('other');
 });
 
-it('wakes a model as soon as the scheduler cannot place one of its Pods, and reads Pods from a cache that keeps only their scheduling', async () => {
+it('wakes a model as soon as the scheduler cannot place one of its Pods, and reads Pods from a cache that keeps only their scheduling and container health', async () => {
   k.apply(machineModel(ns, 'stuck'));
   await eventually('the model in the cache', () => (informer.lookup('MachineModel', ns, 'stuck') ? true : undefined));
   const pod = (name: string, model: string) => ({
@@ -171,7 +171,8 @@ it('wakes a model as soon as the scheduler cannot place one of its Pods, and rea
   expect(woken).toMatchObject({ namespace: ns, signal: 'reconcile', hint: { event: 'updated' } });
 
   const cached = informer.lookup('Pod', ns, 'stuck-1') as V1Pod;
-  expect(cached.spec).toBeUndefined();
+  // Of the spec, only what container troubles name: each container's name, image and limits.
+  expect(cached.spec).toEqual({ containers: [{ name: 'server', image: 'model:1', resources: {} }] });
   expect(cached.metadata?.managedFields).toBeUndefined();
   expect(cached.status?.conditions?.map((c) => c.type)).toEqual(['PodScheduled']);
 
@@ -180,6 +181,43 @@ it('wakes a model as soon as the scheduler cannot place one of its Pods, and rea
   expect(pods.map((p) => p.metadata?.name)).toEqual(['stuck-1']);
   expect(unschedulablePods(pods)?.message).toContain('node(s) didn');
   expect(kube.reads).toEqual({ cache: before.cache + 1, apiserver: before.apiserver });
+});
+
+it('wakes a model when the kubelet reports a failing readiness probe of one of its Pods, once per message', async () => {
+  k.apply(machineModel(ns, 'probed'));
+  k.apply({
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: 'probed-1', namespace: ns, labels: childLabels('probed') },
+    spec: { nodeSelector: { 'no-such-node': 'anywhere' }, containers: [{ name: 'model', image: 'model:1' }] },
+  });
+  await eventually('the Pod in the cache', () => (informer.lookup('Pod', ns, 'probed-1') ? true : undefined));
+  // What the kubelet writes when a readiness probe fails: an Event about the Pod, nothing in the Pod.
+  const unhealthy = (name: string, message: string, count = 1) => ({
+    apiVersion: 'v1',
+    kind: 'Event',
+    metadata: { name, namespace: ns },
+    involvedObject: { apiVersion: 'v1', kind: 'Pod', name: 'probed-1', namespace: ns },
+    reason: 'Unhealthy',
+    type: 'Warning',
+    message,
+    count,
+    source: { component: 'kubelet', host: 'real-node-0' },
+  });
+  const fromProbes = () => signalled.filter((r) => r.name === 'probed' && r.hint.source === 'Event');
+  k.apply(unhealthy('probed-1.a', 'Readiness probe failed: HTTP probe failed with statuscode: 503'));
+  await eventually('a signal from the probe failure', () => (fromProbes().length === 1 ? true : undefined));
+  expect(fromProbes()[0]).toMatchObject({ namespace: ns, signal: 'reconcile', hint: { event: 'added' } });
+  // The same failure again (a higher count on the same Event), then another kind of Event: no signal.
+  k.apply(unhealthy('probed-1.a', 'Readiness probe failed: HTTP probe failed with statuscode: 503', 2));
+  k.apply({ ...unhealthy('probed-1.b', 'Back-off restarting failed container'), reason: 'BackOff' });
+  k.apply(unhealthy('probed-1.c', 'Readiness probe failed: connection refused'));
+  // One watch delivers in order: once the last one's signal is here, the two before it were judged.
+  const last = k.get('event', ns, 'probed-1.c').metadata.resourceVersion;
+  await eventually('the signal of the last one', () =>
+    fromProbes().some((r) => r.hint.resourceVersion === last) ? true : undefined,
+  );
+  expect(fromProbes().map((r) => r.hint.event)).toEqual(['added', 'added']);
 });
 
 it('starts, and lists Pods from the apiserver, under a role that may not watch them (one that predates the Pod watch)', async () => {

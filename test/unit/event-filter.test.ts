@@ -158,6 +158,45 @@ describe('ChangeFilter', () => {
     ).toBeUndefined();
   });
 
+  it("wakes a model when the kubelet's readiness probe of one of its Pods fails anew, once per message", () => {
+    const f = new ChangeFilter();
+    f.observe('MachineModel', 'added', model());
+    const probe = (name: string, message: string, resourceVersion = '7') => ({
+      metadata: { name, namespace: 'ns', resourceVersion },
+      involvedObject: { kind: 'Pod', name: 'm-abc' },
+      reason: 'Unhealthy',
+      message,
+    });
+    const owner = { namespace: 'ns', name: 'm' };
+    const refused = probe('m-abc.1', 'Readiness probe failed: connection refused');
+    expect(f.observeProbe('added', refused, owner)).toMatchObject({
+      namespace: 'ns',
+      name: 'm',
+      signal: 'reconcile',
+      hint: { source: 'Event', event: 'added', resourceVersion: '7' },
+    });
+    // The kubelet repeats a failure by counting it on the same Event: nothing new to say.
+    expect(
+      f.observeProbe('updated', { ...refused, metadata: { ...refused.metadata, resourceVersion: '8' } }, owner),
+    ).toBeUndefined();
+    // Another message is another Event.
+    expect(
+      f.observeProbe(
+        'added',
+        probe('m-abc.2', 'Readiness probe failed: HTTP probe failed with statuscode: 503'),
+        owner,
+      ),
+    ).toBeDefined();
+    // Liveness failures restart the container (the Pod says so); events that expire wake nobody.
+    expect(f.observeProbe('added', probe('m-abc.3', 'Liveness probe failed: timeout'), owner)).toBeUndefined();
+    expect(f.observeProbe('deleted', refused, owner)).toBeUndefined();
+    // A Pod that is not a model's (not in the Pod cache), or a model that does not exist, wakes nobody.
+    expect(f.observeProbe('added', probe('x.1', 'Readiness probe failed: no'), undefined)).toBeUndefined();
+    expect(
+      f.observeProbe('added', probe('x.2', 'Readiness probe failed: no'), { namespace: 'ns', name: 'gone' }),
+    ).toBeUndefined();
+  });
+
   it('finds the owning model from the controller reference, else the instance label', () => {
     expect(modelKeyOf('Service', deployment({}))).toEqual({ namespace: 'ns', name: 'm' });
     expect(

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { changedFields } from '../../src/core/child-changes.js';
-import { applySummary, statusSummary, waitSummary } from '../../src/core/step-summaries.js';
+import { applySummary, readinessSummary, statusSummary, waitSummary } from '../../src/core/step-summaries.js';
 import { readiness } from '../support/readiness.js';
 
 const spec = { image: 'reg/m:v2', modelPath: '/m', resources: { cpu: '1', memory: '1Gi' } };
@@ -22,6 +22,38 @@ describe('the summaries a round leaves in the Web UI', () => {
     ).toBe('status Ready → Deploying · 1 of 2 ready, rollout starting · Deployment updated: image a → b');
     expect(statusSummary('Ready', 'Ready', readiness(2, 2))).toBe('status Ready · 2 of 2 ready, 2 updated');
     expect(statusSummary(undefined, 'Failed', undefined)).toBe('status new → Failed');
+  });
+
+  it("names the containers' trouble, without the runtime's long message", () => {
+    const pull = {
+      ...readiness(0, 1),
+      containers: {
+        kind: 'image-pull' as const,
+        pods: 1,
+        container: 'model',
+        image: 'reg/m:v9',
+        reason: 'ImagePullBackOff',
+        message: 'Back-off pulling image "reg/m:v9": a long runtime message',
+      },
+    };
+    expect(statusSummary('Deploying', 'Failed', pull)).toBe(
+      'status Deploying → Failed · 0 of 1 ready, 1 updated · ImagePullFailed: image reg/m:v9 cannot be pulled (ImagePullBackOff, 1 pod)',
+    );
+    const oom = {
+      ...readiness(0, 1),
+      containers: {
+        kind: 'crash-loop' as const,
+        pods: 1,
+        container: 'model',
+        restarts: 4,
+        lastReason: 'OOMKilled',
+        exitCode: 137,
+        memoryLimit: '48Mi',
+      },
+    };
+    expect(waitSummary('Failed', 60, readinessSummary(oom))).toContain(
+      'CrashLoopBackOff: container model keeps crashing (4 restarts, 1 pod): last killed for using more memory than its limit of 48Mi (OOMKilled)',
+    );
   });
 
   it('says what a wait is for', () => {

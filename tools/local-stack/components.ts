@@ -24,9 +24,14 @@ export interface GoComponent {
   version: string;
   /** The Go module under this repository that is built. */
   moduleDir: string;
-  /** What `go build` builds in that module: `.` (its own main package) or a tool it pins. */
-  target: string;
+  /** What `go build` builds in that module: `.` (its own main package) or tools it pins; each a binary in bin/. */
+  target: string | string[];
+  /** The binary whose presence says the build is complete. */
   binary: string;
+  /** Extra `go build` flags (build tags, version stamps). */
+  buildFlags?: string[];
+  /** Built without cgo: the binaries run inside containers and under other libcs too. */
+  static?: boolean;
   purpose: string;
   /** Expected build time on 2 cores with empty Go caches, for the progress message. */
   firstBuild: string;
@@ -79,8 +84,46 @@ export const kubeLocal: GoComponent = {
   target: '.',
   binary: 'kube-local',
   purpose:
-    'etcd 3.6.11, kube-apiserver/controller-manager/scheduler 1.36.3, KWOK 0.8.0 and metrics-server 0.9.0 as one binary',
+    'etcd 3.6.11, kube-apiserver/controller-manager/scheduler, kubelet and kube-proxy 1.36.3, KWOK 0.8.0 and metrics-server 0.9.0 as one binary',
+  // The version the components report (the node's kubelet version, `kubectl version`): go build leaves it v0.0.0.
+  buildFlags: [
+    '-ldflags=-s -w -X k8s.io/component-base/version.gitVersion=v1.36.3 -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=36',
+  ],
   firstBuild: 'compiles Kubernetes from source: 4 to 14 minutes',
+};
+
+/** The real node's container runtime and its helpers, pinned in tools/local-stack/node/go.mod. */
+export const nodeRuntime: GoComponent = {
+  kind: 'go',
+  name: 'node-runtime',
+  version: 'containerd-2.4.2',
+  moduleDir: fileURLToPath(new URL('./node', import.meta.url)),
+  target: [
+    'github.com/containerd/containerd/v2/cmd/containerd',
+    'github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2',
+    'github.com/containerd/containerd/v2/cmd/ctr',
+    './pause',
+    './node-reset',
+  ],
+  binary: 'containerd',
+  static: true,
+  // Static binaries without the snapshotters that need C libraries; overlayfs is built in.
+  buildFlags: ['-tags=no_btrfs no_devmapper no_zfs', '-ldflags=-s -w'],
+  purpose: 'containerd 2.4.2 with its runc shim and ctr, the pause program and node-reset, for the real node',
+  firstBuild: 'compiles containerd: 1 to 3 minutes',
+};
+
+/** Cluster DNS for the real node's pods: CoreDNS with five plugins, pinned in tools/local-stack/dns/go.mod. */
+export const clusterDns: GoComponent = {
+  kind: 'go',
+  name: 'cluster-dns',
+  version: 'coredns-1.15.0',
+  moduleDir: fileURLToPath(new URL('./dns', import.meta.url)),
+  target: '.',
+  binary: 'cluster-dns',
+  static: true,
+  purpose: "CoreDNS 1.15.0 (bind, errors, cache, kubernetes, forward), the real node pods' cluster DNS",
+  firstBuild: 'compiles CoreDNS and client-go: 1 to 3 minutes',
 };
 
 /** The benchmark's peer; its version is pinned in bench/peer/go.mod, at the stack's Kubernetes version. */
@@ -116,6 +159,8 @@ export const allComponents: Component[] = [
   kubectl,
   caddy,
   kubeLocal,
+  nodeRuntime,
+  clusterDns,
   sampleController,
   statusReaders,
 ];
@@ -128,9 +173,10 @@ export function componentDir(c: Component): string {
 /** A change to the Go sources or pins builds into a new directory instead of reusing a stale binary. */
 function sourceHash(c: GoComponent): string {
   const hash = createHash('sha256');
-  for (const file of ['go.mod', 'go.sum', 'main.go']) {
+  for (const file of ['go.mod', 'go.sum', 'main.go', 'pause/main.go', 'node-reset/main.go']) {
     if (existsSync(path.join(c.moduleDir, file))) hash.update(readFileSync(path.join(c.moduleDir, file)));
   }
+  hash.update(JSON.stringify([c.buildFlags ?? [], c.static ?? false]));
   return hash.digest('hex').slice(0, 10);
 }
 

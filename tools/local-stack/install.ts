@@ -70,8 +70,13 @@ async function buildGo(c: GoComponent, log: Log): Promise<void> {
     log(`  ... ${compiled} packages compiled, ${Math.round((Date.now() - started) / 1000)}s elapsed`);
   }, 30_000);
   try {
-    await run('go', ['build', '-v', '-trimpath', '-ldflags=-s -w', '-o', out, c.target], log, {
+    const targets = typeof c.target === 'string' ? [c.target] : c.target;
+    const flags = c.buildFlags ?? ['-ldflags=-s -w'];
+    // Several targets build into the directory, each under its own name.
+    const output = targets.length === 1 ? out : `${path.dirname(out)}/`;
+    await run('go', ['build', '-v', '-trimpath', ...flags, '-o', output, ...targets], log, {
       cwd: c.moduleDir,
+      env: c.static ? { ...process.env, CGO_ENABLED: '0' } : process.env,
       onStderrLine: () => compiled++,
     });
   } finally {
@@ -88,13 +93,14 @@ function replaceDir(from: string, to: string): void {
 
 interface RunOptions {
   cwd?: string;
+  env?: NodeJS.ProcessEnv;
   onStderrLine?: (line: string) => void;
 }
 
 /** Runs a command; on failure the error carries the tail of what it printed. */
 function run(cmd: string, args: string[], log: Log, opts: RunOptions = {}): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { cwd: opts.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(cmd, args, { cwd: opts.cwd, env: opts.env, stdio: ['ignore', 'pipe', 'pipe'] });
     const tail: string[] = [];
     const keep = (chunk: Buffer, onLine?: (line: string) => void) => {
       for (const line of chunk.toString().split('\n')) {

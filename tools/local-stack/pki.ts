@@ -17,6 +17,8 @@ export interface Pki {
   kwok: CertPair;
   metricsServer: CertPair;
   frontProxyClient: CertPair;
+  /** The apiserver's client cert towards kubelets (logs, exec). */
+  kubeletClient: CertPair;
   serviceAccountKey: string;
   serviceAccountPub: string;
   tokenFile: string;
@@ -47,6 +49,9 @@ const tokenUsers = {
   controllerManager: { user: 'system:kube-controller-manager', groups: '' },
   scheduler: { user: 'system:kube-scheduler', groups: '' },
   metricsServer: { user: 'system:metrics-server', groups: '' },
+  // The real node's kubelet (the Node authorizer knows it by this name) and kube-proxy.
+  node: { user: 'system:node:real-node-0', groups: 'system:nodes' },
+  kubeProxy: { user: 'system:kube-proxy', groups: '' },
 };
 type Tokens = Record<keyof typeof tokenUsers, string>;
 export const metricsServerUser = tokenUsers.metricsServer.user;
@@ -90,6 +95,7 @@ export function ensurePki(dir: string): Pki {
       serving(['DNS:metrics-server.kube-system.svc', 'IP:127.0.0.1']),
     ),
     frontProxyClient: leaf('front-proxy-client', frontProxyClientName, 'extendedKeyUsage=clientAuth\n'),
+    kubeletClient: leaf('apiserver-kubelet-client', 'kube-apiserver-kubelet-client', 'extendedKeyUsage=clientAuth\n'),
     serviceAccountKey: f('sa.key'),
     serviceAccountPub: f('sa.pub'),
     tokenFile: f('tokens.csv'),

@@ -13,6 +13,8 @@ import { installRuntime, shutdownRequested } from '../../src/process/sdk-runtime
 import { request } from '../../activities/gateway/http.js';
 import { webUiLink } from '../../src/cli/web-ui.js';
 import { CaddyProcess } from './caddy-process.js';
+import { realNodeLabel, realNodeNamespaceAnnotations } from './real-node.js';
+import { digitsRequest, sampleDigits } from './sample-digits.js';
 import { cpuUsageAnnotation } from './metrics-server.js';
 import { PrerequisiteError } from './install.js';
 import { portInUse } from './processes.js';
@@ -49,10 +51,25 @@ async function main(): Promise<void> {
   kubectl('apply', '--server-side', '-k', repo('crds'));
   kubectl('wait', '--for=condition=Established', 'crd/machinemodels.stable.example.com', '--timeout=60s');
 
+  // The stack's own real node, or one of the cluster KUBECONFIG names (a test stack's).
+  const realNode = kubectl(
+    'get',
+    'nodes',
+    '-l',
+    `${realNodeLabel.key}=${realNodeLabel.value}`,
+    '-o',
+    'jsonpath={.items[*].status.conditions[?(@.type=="Ready")].status}',
+  ).includes('True');
+  if (realNode) {
+    // The example's namespace runs on the real node; Caddy, on this host, reaches models by cluster IP.
+    const annotations = Object.entries(realNodeNamespaceAnnotations).map(([k, v]) => `${k}=${v}`);
+    kubectl('annotate', 'namespace', 'default', '--overwrite', ...annotations);
+    process.env.MMO_CADDY_UPSTREAM ??= 'cluster-ip';
+  }
   const gateway = process.env.MMO_GATEWAY ? undefined : await startGateway(stack);
   if (gateway) Object.assign(process.env, gateway.operatorEnv);
   try {
-    await runOperator(stack, kubectl, gateway);
+    await runOperator(stack, kubectl, gateway, realNode);
   } finally {
     await gateway?.stop();
   }
@@ -62,6 +79,7 @@ async function runOperator(
   stack: StackInfo,
   kubectl: (...args: string[]) => string,
   gateway: CaddyProcess | undefined,
+  realNode: boolean,
 ): Promise<void> {
   const config = parseOperatorConfig(process.argv.slice(2));
   const log = createLogger(process.env.LOG_LEVEL ?? 'warn');
@@ -84,7 +102,8 @@ async function runOperator(
     }
     await sleep(500);
   }
-  const route = gateway ? await published(kubectl, name) : undefined;
+  // A real model server answers its readiness path; behind simulated pods Caddy answers 502 anywhere.
+  const route = gateway ? await published(kubectl, name, realNode ? '/v2/health/ready' : '') : undefined;
   say('\nwhere to look:');
   say(`  export KUBECONFIG=${stack.kubeconfig}`);
   say('  kubectl get machinemodels,deployments,services,hpa');
@@ -94,14 +113,27 @@ async function runOperator(
   }
   say(`  npm run mmctl -- status default/${name}`);
   say(`  npm run mmctl -- history default/${name}`);
-  if (route) {
+  if (route && realNode) {
+    const infer = `${route.url}/v2/models/${name}/infer`;
+    const digitRequest = digitsRequest([sampleDigits.zero]);
+    const body = JSON.stringify(digitRequest);
+    const answer = await request('POST', infer, digitRequest).then(
+      (r) => `${r.status} ${r.body.trim()}`,
+      (err: unknown) => String(err),
+    );
+    say(`  gateway: ${route.url}`);
+    say(`  a prediction (scikit-learn's first 8x8 digit, a 0) through the gateway:`);
+    say(`    curl -s -X POST ${infer} -H 'Content-Type: application/json' -d '${body}'`);
+    say(`    answered: ${answer}`);
+  } else if (route) {
     // KWOK's pods run nothing: Caddy routes the request and finds no model server behind it.
     const why = route.status === 502 ? ': routed; no model server runs behind the simulated pods' : '';
     say(`  gateway: ${route.url} (answers ${route.status}${why})`);
+    say(`  (simulated pods only: ${stack.simulatedOnly ?? 'the cluster has no Ready real node'})`);
   } else if (gateway) {
     say(`  gateway: ${gateway.publicURL} (the model was not published yet: kubectl describe mm ${name})`);
   }
-  if (stack.managesKube) {
+  if (stack.managesKube && !realNode) {
     // KWOK's pods use what this annotation says; metrics-server reports it to the autoscaler. One CPU
     // is twice the example's request, far above its 80% target.
     say(
@@ -125,11 +157,12 @@ async function runOperator(
 async function published(
   kubectl: (...args: string[]) => string,
   name: string,
+  path: string,
 ): Promise<{ url: string; status: number } | undefined> {
   for (let i = 0; i < 60; i++) {
     const url = kubectl('get', 'mm', name, '-o', 'jsonpath={.status.gatewayURL}').trim();
     const status = url
-      ? await request('GET', url).then(
+      ? await request('GET', `${url}${path}`).then(
           (r) => r.status,
           () => undefined,
         )

@@ -11,6 +11,16 @@ import { metricsServerArgs, metricsServerObjects, nodeMetricsAnnotation } from '
 import type { SearchAttributeType } from '@temporalio/common';
 import { operatorSearchAttributes } from '../../workflows/search-attributes.js';
 import {
+  cleanUpRealNode,
+  loadImage,
+  realNodeName,
+  realNodeUnavailable,
+  startRealNode,
+  type RealNodeInfo,
+} from './real-node.js';
+import { allImages, pauseImage } from '../images/catalog.js';
+import { ensureImageArchive, imageNames } from '../images/build.js';
+import {
   freePort,
   isRunning,
   portInUse,
@@ -51,6 +61,11 @@ export interface StackOptions {
    * of every pod every 10 s is load that none of the contenders they compare causes.
    */
   podMetrics?: boolean;
+  /**
+   * Run a real node (kubelet, containerd, runc) beside the KWOK node, with the images of
+   * tools/images loaded, where the machine allows (the default). The benchmarks leave it out.
+   */
+  realNode?: boolean;
   log?: (line: string) => void;
 }
 
@@ -82,6 +97,10 @@ export interface StackInfo {
   ports: Ports;
   binaries: { kubectl: string; caddy: string; temporal: string; temporalTestServer: string };
   processes: ManagedProcess[];
+  /** The real node, when the stack runs one. */
+  realNode?: RealNodeInfo;
+  /** Why the stack runs simulated pods only, when it does. */
+  simulatedOnly?: string;
 }
 
 export const defaultStateDir = process.env.MMO_STACK_DIR ?? path.join(cacheRoot, 'stack');
@@ -190,7 +209,7 @@ export async function up(opts: StackOptions): Promise<StackInfo> {
   try {
     // Temporal first: it starts in the background while the control plane comes up.
     const temporal = managesTemporal ? started(startTemporal(info)) : undefined;
-    if (managesKube) await startKube(info, kubeBin, started, log, opts.podMetrics ?? true);
+    if (managesKube) await startKube(info, kubeBin, started, log, opts.podMetrics ?? true, opts.realNode ?? true);
     else log(`using the existing cluster of KUBECONFIG=${info.kubeconfig}`);
     if (temporal) {
       await waitUntil(temporal, 'serving', () => temporalServing(info), 60_000);
@@ -215,6 +234,10 @@ export async function up(opts: StackOptions): Promise<StackInfo> {
 export async function down(stateDir: string = defaultStateDir, purge = false): Promise<void> {
   const info = readStack(stateDir);
   if (info) {
+    if (info.realNode) {
+      await cleanUpRealNode(info.realNode, info.processes);
+      releaseRealNode(stateDir);
+    }
     for (const p of [...info.processes].reverse()) await stopProcess(p);
     rmSync(stateFile(stateDir), { force: true });
   }
@@ -311,6 +334,7 @@ async function startKube(
   started: (p: ManagedProcess) => ManagedProcess,
   log: (line: string) => void,
   podMetrics: boolean,
+  realNode: boolean,
 ): Promise<void> {
   const p = info.ports;
   const dir = info.stateDir;
@@ -382,7 +406,17 @@ async function startKube(
         '--token-auth-file',
         pki.tokenFile,
         '--authorization-mode',
-        'RBAC',
+        'Node,RBAC',
+        // A namespace's annotations may pin its pods to a node and give them tolerations: how
+        // workloads choose the real node (see real-node.ts).
+        '--enable-admission-plugins',
+        'NodeRestriction,PodNodeSelector,PodTolerationRestriction',
+        '--kubelet-client-certificate',
+        pki.kubeletClient.cert,
+        '--kubelet-client-key',
+        pki.kubeletClient.key,
+        '--kubelet-preferred-address-types',
+        'InternalIP',
         '--service-account-issuer',
         'https://kubernetes.default.svc.cluster.local',
         '--service-account-key-file',
@@ -458,7 +492,9 @@ async function startKube(
   await waitUntil(kwok, 'healthy', () => httpOk(`https://127.0.0.1:${p.kwok}/healthz`, pki.caCert), 60_000);
 
   applyFakeNode(info);
-  await waitUntil(kwok, `marking node ${fakeNodeName} Ready`, async () => nodeReady(info), 60_000);
+  await waitUntil(kwok, `marking node ${fakeNodeName} Ready`, async () => nodeReady(info, fakeNodeName), 60_000);
+
+  if (realNode) await startRealNodeIfAllowed(info, bin, pki, server, started, log);
 
   if (!podMetrics) return;
   log('starting metrics-server');
@@ -481,6 +517,60 @@ async function startKube(
     () => httpOk(`https://127.0.0.1:${p.metricsServer}/livez`, pki.caCert),
     60_000,
   );
+}
+
+/** One real node per machine: its kube-proxy owns the host's KUBE- iptables chains. */
+const realNodeLock = '/run/machinemodel-operator-real-node';
+
+async function startRealNodeIfAllowed(
+  info: StackInfo,
+  bin: string,
+  pki: Pki,
+  server: string,
+  started: (p: ManagedProcess) => ManagedProcess,
+  log: (line: string) => void,
+): Promise<void> {
+  const holder = existsSync(realNodeLock) ? readFileSync(realNodeLock, 'utf8').trim() : undefined;
+  const other = holder && holder !== info.stateDir ? readStack(holder) : undefined;
+  const reason =
+    realNodeUnavailable() ??
+    (other?.realNode && other.processes.some((p) => p.name === 'kubelet' && isRunning(p))
+      ? `the stack in ${holder} runs this machine's real node`
+      : undefined);
+  if (reason) {
+    info.simulatedOnly = reason;
+    log(`no real node: ${reason}; pods are simulated (KWOK) only`);
+    return;
+  }
+  writeFileSync(realNodeLock, info.stateDir);
+  const started0 = Date.now();
+  const archives = [];
+  for (const image of allImages) archives.push({ image, archive: await ensureImageArchive(image, log) });
+  info.realNode = await startRealNode({
+    stateDir: info.stateDir,
+    kubeBin: bin,
+    pki,
+    server,
+    adminKubeconfig: info.kubeconfig,
+    apply: (obj) => kubectlRun(info, ['apply', '--server-side', '--force-conflicts', '-f', '-'], JSON.stringify(obj)),
+    pauseArchive: archives.find((a) => a.image === pauseImage)!.archive,
+    pauseImage: pauseImage.ref,
+    logFile: (name) => logFile(info, name),
+    started,
+    log,
+    nodeReady: () => nodeReady(info, realNodeName),
+  });
+  saveStack(info);
+  // As on the KWOK node, GPUs are an extended resource with nothing behind them: models that ask for
+  // one (the seed example does) schedule, and run on the CPU.
+  const gpus = [{ op: 'add', path: `/status/capacity/${gpuResourceName.replace('/', '~1')}`, value: '4' }];
+  kubectlRun(info, ['patch', 'node', realNodeName, '--subresource=status', '--type=json', '-p', JSON.stringify(gpus)]);
+  for (const { image, archive } of archives) loadImage(info.realNode, archive, imageNames(image));
+  log(`real node ${realNodeName} up in ${Math.round((Date.now() - started0) / 1000)}s with ${archives.length} images`);
+}
+
+function releaseRealNode(stateDir: string): void {
+  if (existsSync(realNodeLock) && readFileSync(realNodeLock, 'utf8').trim() === stateDir) rmSync(realNodeLock);
 }
 
 function startKwok(info: StackInfo, bin: string, pki: Pki): ManagedProcess {
@@ -573,12 +663,12 @@ function applyFakeNode(info: StackInfo): void {
   patchFakeNodeStatus(info, { addresses, daemonEndpoints });
 }
 
-function nodeReady(info: StackInfo): boolean {
+function nodeReady(info: StackInfo, node: string): boolean {
   try {
     const out = kubectlRun(info, [
       'get',
       'node',
-      fakeNodeName,
+      node,
       '-o',
       'jsonpath={.status.conditions[?(@.type=="Ready")].status}',
     ]);

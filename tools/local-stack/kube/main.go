@@ -1,10 +1,12 @@
 // Command kube-local is one multi-call binary holding etcd, kube-apiserver,
-// kube-controller-manager, kube-scheduler, kwok and metrics-server, so the
+// kube-controller-manager, kube-scheduler, the kubelet and kube-proxy of the real node, kwok and
+// metrics-server, so the
 // Kubernetes packages they share are compiled once. It dispatches on the name it was invoked by
 // (symlinks) or, failing that, on its first argument.
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,7 +21,9 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/version"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	kubeproxy "k8s.io/kubernetes/cmd/kube-proxy/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 	metricsresource "sigs.k8s.io/kwok/kustomize/metrics/resource"
 	metricsusage "sigs.k8s.io/kwok/kustomize/metrics/usage"
 	nodefast "sigs.k8s.io/kwok/kustomize/stage/node/fast"
@@ -37,6 +41,8 @@ var commands = map[string]func() int{
 	"kube-apiserver":          func() int { return cli.Run(apiserver.NewAPIServerCommand()) },
 	"kube-controller-manager": func() int { return cli.Run(controllermanager.NewControllerManagerCommand()) },
 	"kube-scheduler":          func() int { return cli.Run(scheduler.NewSchedulerCommand()) },
+	"kubelet":                 func() int { return cli.Run(kubelet.NewKubeletCommand(context.Background())) },
+	"kube-proxy":              func() int { return cli.Run(kubeproxy.NewProxyCommand()) },
 	"kwok":                    runKwok,
 	"metrics-server":          runMetricsServer,
 	"kwok-stages":             printKwokStages,
@@ -50,7 +56,7 @@ func main() {
 	}
 	run, ok := commands[name]
 	if !ok {
-		fmt.Fprintln(os.Stderr, "usage: kube-local {etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kwok|kwok-stages|metrics-server} [flags]")
+		fmt.Fprintln(os.Stderr, "usage: kube-local {etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|kwok|kwok-stages|metrics-server} [flags]")
 		os.Exit(2)
 	}
 	os.Exit(run())

@@ -1,0 +1,238 @@
+// The all-in-one install for real, as kubebuilder projects test theirs with kind: `kubectl apply -k`
+// through an overlay that points at the images built here (as an air-gapped user would), on the
+// local stack's real node. The Temporal server, the search-attribute Job, both operator replicas and
+// the Caddy gateway run as containers; the seed example answers through the gateway;
+// `kubectl delete -k` removes it all.
+import { randomUUID } from 'node:crypto';
+import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import YAML from 'yaml';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { request } from '../../activities/gateway/http.js';
+import { caddyImage, misbehavingModelImage, operatorImage, temporalImage } from '../../tools/images/catalog.js';
+import { realNodeName, realNodeNamespaceAnnotations } from '../../tools/local-stack/real-node.js';
+import { digitsRequest, sampleDigits } from '../../tools/local-stack/sample-digits.js';
+import { kubectlRun } from '../../tools/local-stack/stack.js';
+import { kubectlFor } from '../support/cluster.js';
+import { eventually } from '../support/eventually.js';
+import { machineModel, seedExample } from '../support/models.js';
+import { installCrds } from '../support/operator-process.js';
+
+const stack = inject('stack');
+const k = kubectlFor(stack);
+const repo = (p: string) => fileURLToPath(new URL(`../../${p}`, import.meta.url));
+const overlay = path.join(stack.stateDir, `all-in-one-${randomUUID().slice(0, 8)}`);
+const ns = `served-${randomUUID().slice(0, 8)}`;
+const kubectl = (...args: string[]) => kubectlRun(stack, args);
+
+/** "name:tag" as kustomize's images field takes it. */
+const imageName = (ref: string) => ref.split(/:(?=[^:/]+$)/) as [string, string];
+
+const requestCpu = (kind: string, name: string) => ({
+  target: { kind, name },
+  patch: YAML.stringify([
+    { op: 'replace', path: '/spec/template/spec/containers/0/resources/requests/cpu', value: '50m' },
+  ]),
+});
+
+/** The user's overlay: local image names, the real node for the install's namespaces, one namespace to watch. */
+function writeOverlay(): void {
+  mkdirSync(overlay, { recursive: true });
+  const image = (from: string, to: string) => {
+    const [newName, newTag] = imageName(to);
+    return { name: imageName(from)[0], newName, newTag };
+  };
+  const annotate = (name: string) => ({
+    target: { kind: 'Namespace', name },
+    patch: YAML.stringify([{ op: 'add', path: '/metadata/annotations', value: realNodeNamespaceAnnotations }]),
+  });
+  writeFileSync(
+    path.join(overlay, 'kustomization.yaml'),
+    YAML.stringify({
+      apiVersion: 'kustomize.config.k8s.io/v1beta1',
+      kind: 'Kustomization',
+      resources: [path.relative(overlay, repo('deploy/installs/all-in-one'))],
+      images: [
+        image('machinemodel-operator:0.1.0', operatorImage.ref),
+        image('temporalio/temporal:1.9.1', temporalImage.ref),
+        image('caddy:2.11.7', caddyImage.ref),
+      ],
+      patches: [
+        // The shared test stack keeps the CRD (other tests' models use it): the overlay leaves it out.
+        {
+          patch: YAML.stringify({
+            apiVersion: 'apiextensions.k8s.io/v1',
+            kind: 'CustomResourceDefinition',
+            metadata: { name: 'machinemodels.stable.example.com' },
+            $patch: 'delete',
+          }),
+        },
+        annotate('machinemodel-system'),
+        annotate('temporal'),
+        annotate('machinemodel-gateway'),
+        // The real node has this machine's 2 CPUs: the install's requests (sized for a real cluster)
+        // and the seed example's 2 x 500m would leave no room for a rolling update.
+        requestCpu('Deployment', 'machinemodel-operator'),
+        requestCpu('Deployment', 'temporal'),
+        {
+          target: { kind: 'Deployment', name: 'machinemodel-operator' },
+          patch: YAML.stringify([
+            {
+              op: 'add',
+              path: '/spec/template/spec/containers/0/env/-',
+              value: { name: 'MMO_NAMESPACES', value: ns },
+            },
+          ]),
+        },
+      ],
+    }),
+  );
+}
+
+/** The stack has no storage provisioner: a volume on the node's disk for the Temporal server's claim. */
+const volume = `temporal-volume-${randomUUID().slice(0, 8)}`;
+function temporalVolume(): void {
+  const dir = path.join(stack.stateDir, volume);
+  mkdirSync(dir, { recursive: true });
+  chmodSync(dir, 0o777);
+  k.apply({
+    apiVersion: 'v1',
+    kind: 'PersistentVolume',
+    metadata: { name: path.basename(dir) },
+    spec: {
+      capacity: { storage: '2Gi' },
+      accessModes: ['ReadWriteOnce'],
+      persistentVolumeReclaimPolicy: 'Delete',
+      hostPath: { path: dir, type: 'Directory' },
+      claimRef: { namespace: 'temporal', name: 'temporal-data' },
+      nodeAffinity: {
+        required: {
+          nodeSelectorTerms: [
+            { matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: [realNodeName] }] },
+          ],
+        },
+      },
+    },
+  });
+}
+
+const pods = (namespace: string, selector?: string) =>
+  k.list<{
+    metadata: { name: string };
+    spec: { nodeName?: string; securityContext?: { runAsUser?: number; runAsNonRoot?: boolean }; containers: any[] };
+    status: { phase: string; containerStatuses?: { ready: boolean }[] };
+  }>('pods', namespace, selector);
+const allReady = (list: ReturnType<typeof pods>, n: number) =>
+  list.length === n && list.every((p) => p.status.containerStatuses?.every((c) => c.ready)) ? list : undefined;
+
+describe.skipIf(!stack.realNode)(
+  `the all-in-one install on the real node (${stack.simulatedOnly ?? realNodeName})`,
+  () => {
+    beforeAll(() => {
+      installCrds(stack);
+      writeOverlay();
+      temporalVolume();
+      kubectl('create', 'namespace', ns);
+      kubectl(
+        'annotate',
+        'namespace',
+        ns,
+        ...Object.entries(realNodeNamespaceAnnotations).map(([a, v]) => `${a}=${v}`),
+      );
+      kubectl('apply', '--server-side', '-k', overlay);
+    });
+
+    afterAll(() => {
+      kubectl('delete', 'namespace', ns, '--ignore-not-found', '--wait=false');
+      kubectl('delete', '-k', overlay, '--ignore-not-found', '--wait=false');
+      kubectl('delete', 'persistentvolume', volume, '--ignore-not-found', '--wait=false');
+    });
+
+    it('runs Temporal, registers the search attributes, and both operator replicas become ready as the non-root user on a read-only root', async () => {
+      await eventually(
+        'Temporal Ready',
+        () => allReady(pods('temporal', 'app.kubernetes.io/name=temporal'), 1),
+        180_000,
+      );
+      await eventually(
+        'the search-attribute Job complete',
+        () => {
+          const jobs = k.list<{ status: { succeeded?: number } }>('jobs', 'temporal');
+          return jobs.length > 0 && jobs.every((j) => j.status.succeeded === 1) ? true : undefined;
+        },
+        120_000,
+      );
+      await eventually('the gateway Ready', () => allReady(pods('machinemodel-gateway'), 1), 120_000);
+      const operators = await eventually(
+        'both operator replicas Ready on /readyz',
+        () => allReady(pods('machinemodel-system'), 2),
+        180_000,
+      );
+      for (const p of operators) {
+        expect(p.spec.nodeName).toBe(realNodeName);
+        expect(p.spec.securityContext).toMatchObject({ runAsNonRoot: true, runAsUser: 65532 });
+        expect(p.spec.containers[0].securityContext).toMatchObject({ readOnlyRootFilesystem: true });
+        expect(p.spec.containers[0].image).toBe(operatorImage.ref);
+      }
+    }, 420_000);
+
+    it('serves the seed example: Ready, published on the gateway, and a prediction through it', async () => {
+      k.apply({ ...seedExample, metadata: { ...seedExample.metadata, namespace: ns } });
+      const name = seedExample.metadata.name;
+      const url = await eventually(
+        'Ready and published',
+        () => {
+          const mm = k.get('machinemodel', ns, name);
+          return mm?.status?.phase === 'Ready' ? (mm.status.gatewayURL as string | undefined) : undefined;
+        },
+        180_000,
+      );
+      expect(url).toBe(`http://caddy.machinemodel-gateway.svc/models/${ns}/${name}`);
+      // This machine is not in the cluster's DNS: the gateway Service's cluster IP stands in for its name.
+      const ip = kubectl('get', 'service', 'caddy', '-n', 'machinemodel-gateway', '-o', 'jsonpath={.spec.clusterIP}');
+      const res = await request(
+        'POST',
+        `${url.replace('caddy.machinemodel-gateway.svc', ip.trim())}/v2/models/${name}/infer`,
+        digitsRequest([sampleDigits.zero]),
+      );
+      expect(res.status).toBe(200);
+      expect(JSON.parse(res.body)).toMatchObject({ outputs: [{ name: 'label', data: [0] }] });
+    }, 240_000);
+
+    it('loses nothing when an operator Pod is deleted in the middle of a rollout', async () => {
+      k.apply(machineModel(ns, 'rolled', { image: misbehavingModelImage.ref, modelPath: '/slow-15', replicas: 1 }));
+      await eventually('v1 Ready', () => (k.phaseOf(ns, 'rolled') === 'Ready' ? true : undefined), 120_000);
+      k.apply(machineModel(ns, 'rolled', { image: misbehavingModelImage.ref, modelPath: '/slow-20', replicas: 1 }));
+      await eventually('the rollout under way', () => (k.phaseOf(ns, 'rolled') === 'Deploying' ? true : undefined));
+      kubectl(
+        'delete',
+        'pod',
+        '-n',
+        'machinemodel-system',
+        pods('machinemodel-system')[0]!.metadata.name,
+        '--wait=false',
+      );
+      await eventually(
+        'v2 Ready',
+        () => {
+          const mm = k.get('machinemodel', ns, 'rolled');
+          return mm?.status?.observedGeneration === 2 && mm.status.phase === 'Ready' ? true : undefined;
+        },
+        180_000,
+      );
+      await eventually('two replicas again', () => allReady(pods('machinemodel-system'), 2), 180_000);
+    }, 420_000);
+
+    it('leaves nothing behind after kubectl delete -k', async () => {
+      // Models first, while the operator runs their finalizers.
+      kubectl('delete', 'machinemodels', '--all', '-n', ns, '--wait=true', '--timeout=120s');
+      kubectl('delete', '-k', overlay, '--wait=true', '--timeout=180s');
+      const left = kubectl('get', '-k', overlay, '--ignore-not-found', '-o', 'name').trim();
+      expect(left).toBe('');
+      for (const namespace of ['machinemodel-system', 'temporal', 'machinemodel-gateway']) {
+        expect(kubectl('get', 'namespace', namespace, '--ignore-not-found', '-o', 'name').trim()).toBe('');
+      }
+    }, 300_000);
+  },
+);
