@@ -16,6 +16,8 @@ import { containerTroubles } from '../src/core/container-troubles.js';
 import { unschedulablePods } from '../src/core/pod-scheduling.js';
 import { readinessOf } from '../src/core/readiness.js';
 import { isReady, type Readiness } from '../src/core/status.js';
+import { canaryName } from '../src/core/canary-state.js';
+import { deployedRevision, revisionOf, sameRevision, stableRevisionFor, type Revision } from '../src/core/rollout.js';
 import type { ActivityDeps } from './deps.js';
 import { fail, kubeFailure } from './failure.js';
 import { recordEventBestEffort } from './events.js';
@@ -32,6 +34,19 @@ export interface ApplyResult {
   readiness: Readiness;
   /** "Kind/resourceVersion" of every object written: the watch events they cause are this round's own echo. */
   written: string[];
+  /**
+   * With a rollout: the revision the stable Deployment runs, and the spec's when it differs (a canary
+   * rollout is due). Absent from results recorded before rollouts existed.
+   */
+  rollout?: { stable: Revision; pending?: Revision };
+  /** A canary Deployment of this model exists (a rollout under way, or one whose canary is still to go). */
+  canary?: boolean;
+}
+
+/** What the model's workflow knows of its rollouts that the stable Deployment depends on. */
+export interface ApplyOptions {
+  /** The revision a rollout promoted: the stable Deployment moves to it. */
+  promoted?: Revision;
 }
 
 type Live = KubernetesObject & { spec?: { replicas?: number }; status?: object };
@@ -96,14 +111,17 @@ export function applyChildrenActivity({ kube, build }: ActivityDeps) {
     return applied as Live;
   }
 
-  return async function applyChildren(snapshot: ModelSnapshot): Promise<ApplyResult> {
+  return async function applyChildren(snapshot: ModelSnapshot, options: ApplyOptions = {}): Promise<ApplyResult> {
     const { ref, spec } = snapshot;
     const changes: Change[] = [];
     const written: string[] = [];
     let readiness: Readiness;
+    let stable: Revision;
+    let canary = false;
     try {
       const live = await readChecked(ref, 'apps/v1', 'Deployment');
-      const desired = buildDeployment(ref, spec, build, live?.spec?.replicas);
+      stable = stableRevisionFor(spec, live && deployedRevision(live as V1Deployment), options.promoted);
+      const desired = buildDeployment(ref, { ...spec, ...stable }, build, live?.spec?.replicas);
       const deployment = await ensure(desired, live, changes, written);
       const service = await readChecked(ref, 'v1', 'Service');
       await ensure(buildService(ref, spec), service, changes, written);
@@ -121,6 +139,13 @@ export function applyChildrenActivity({ kube, build }: ActivityDeps) {
         }
       }
       readiness = readinessOf(deployment as V1Deployment, autoscaler as V2HorizontalPodAutoscaler | undefined);
+      const canaryDeployment = await kube.readLabelled<Live>(
+        'apps/v1',
+        'Deployment',
+        ref.namespace,
+        canaryName(ref.name),
+      );
+      canary = !!canaryDeployment && ownershipOf(canaryDeployment as Parameters<typeof ownershipOf>[0], ref) === 'ours';
       // A rollout this call just began has no pods the scheduler could have refused yet.
       if (deployment === live) readiness = await withPodHealth(kube, ref, readiness);
     } catch (err) {
@@ -145,6 +170,10 @@ export function applyChildrenActivity({ kube, build }: ActivityDeps) {
       autoscaler: wantsAutoscaler(spec),
       readiness,
       written,
+      ...(spec.rollout
+        ? { rollout: { stable, ...(sameRevision(stable, revisionOf(spec)) ? {} : { pending: revisionOf(spec) }) } }
+        : {}),
+      ...(canary ? { canary } : {}),
     };
   };
 }

@@ -1,4 +1,5 @@
 import { applyChildrenActivity } from './apply-children.js';
+import { applyCanaryActivity, canaryTrafficActivity, removeCanaryActivity, setCanaryWeightActivity } from './canary.js';
 import type { ActivityDeps } from './deps.js';
 import { recordEventActivity } from './events.js';
 import { ensureFinalizerActivity, removeFinalizerActivity } from './finalizer.js';
@@ -12,7 +13,7 @@ import {
 import { readModelActivity } from './read-model.js';
 import { writeStatusActivity } from './write-status.js';
 
-/** Every activity the MachineModel workflow calls, bound to its dependencies. */
+/** Every activity the workflows call (the model's, the gateway janitor's, a rollout's), bound to its dependencies. */
 export function createActivities(deps: ActivityDeps) {
   return {
     readModel: readModelActivity(deps),
@@ -26,12 +27,16 @@ export function createActivities(deps: ActivityDeps) {
     inspectGateway: inspectGatewayActivity(deps),
     removeOrphanRoute: removeOrphanRouteActivity(deps),
     removeCollidingRoute: removeCollidingRouteActivity(deps),
+    applyCanary: applyCanaryActivity(deps),
+    setCanaryWeight: setCanaryWeightActivity(deps),
+    canaryTraffic: canaryTrafficActivity(deps),
+    removeCanary: removeCanaryActivity(deps),
   };
 }
 
 export type Activities = ReturnType<typeof createActivities>;
 export type { ActivityDeps } from './deps.js';
 export type { ModelSnapshot } from './read-model.js';
-export type { ApplyResult } from './apply-children.js';
+export type { ApplyOptions, ApplyResult } from './apply-children.js';
 export type { WriteStatusInput, WriteStatusResult } from './write-status.js';
 export type { RegisterResult } from './publication.js';

@@ -14,6 +14,7 @@ import {
   type OwnedRoute,
   type RouteSpec,
 } from '../src/core/route-rules.js';
+import { canaryWeightOf } from './canary.js';
 import type { ActivityDeps } from './deps.js';
 import { gatewayFailure } from './failure.js';
 import { GatewayMisconfigured } from './gateway/driver.js';
@@ -79,7 +80,8 @@ export function registerRouteActivity({ gateway, build, kube }: ActivityDeps) {
           changes,
         };
       }
-      const route = routeSpec(ref, spec, build);
+      // During a canary step the route keeps the split its Service declares.
+      const route = routeSpec(ref, spec, build, await canaryWeightOf(kube, ref));
       const conflict = findConflict(route, existing);
       if (conflict.kind === 'taken') {
         // Never publish over another model's traffic; our own older routes go too, so nothing stale stays.

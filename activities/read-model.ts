@@ -1,5 +1,5 @@
 import { finalizerName, type MachineModelSpec, type ModelRef } from '../src/core/api.js';
-import { validateName, validateSpec } from '../src/core/validation.js';
+import { validateModel } from '../src/core/validation.js';
 import type { ActivityDeps } from './deps.js';
 import { kubeFailure } from './failure.js';
 
@@ -31,7 +31,7 @@ export function readModelActivity({ kube, gateway }: ActivityDeps) {
       deleting: !!obj.metadata.deletionTimestamp,
       hasFinalizer: (obj.metadata.finalizers ?? []).includes(finalizerName),
       spec: obj.spec,
-      specErrors: [...validateName(key.name), ...validateSpec(obj.spec)],
+      specErrors: validateModel(key.name, obj.spec),
       gatewayConfigured: gateway !== undefined,
     };
   };

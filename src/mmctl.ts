@@ -5,6 +5,8 @@
 //   mmctl list [-n <namespace>] [--all]             every model's phase and workflow status
 //   mmctl ui <namespace>/<name>                     the model's workflow in the Temporal Web UI
 //   mmctl resync <namespace>/<name> [--wait]        look again now (with --wait: and print what happened)
+//   mmctl rollout status|promote|abort|pause|resume <namespace>/<name>
+//                                                   the latest canary rollout: read it, or steer it
 // Human output by default; --output json for scripts. Exit codes: src/cli/exit-codes.ts.
 import { Client, WithStartWorkflowOperation } from '@temporalio/client';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
@@ -18,6 +20,7 @@ import {
   UnknownModel,
   type ModelKey,
 } from './cli/model-workflows.js';
+import { renderRollout, rolloutStatus, steerRollout, type RolloutAction } from './cli/rollouts.js';
 import { webUiLink } from './cli/web-ui.js';
 import { renderHistory, renderList, renderOutcome, renderStatus } from './cli/render.js';
 import { temporalConfigFrom, temporalOptions } from './process/config.js';
@@ -166,6 +169,31 @@ program
       print(cmd, outcome, (o) => renderOutcome(`${key.namespace}/${key.name}`, o));
     });
   });
+
+const rollout = program.command('rollout').description("a model's latest canary rollout (spec.rollout)");
+rollout
+  .command('status')
+  .description('step, weight, time left in the pause, stable and canary revisions, the verdicts so far')
+  .argument('<namespace/name>', 'the MachineModel', parseKey)
+  .action(async (key: ModelKey, _opts: object, cmd: Command) => {
+    await withClient(cmd, async (client) => print(cmd, await rolloutStatus(client, key), renderRollout));
+  });
+const steering: Record<RolloutAction, string> = {
+  promote: "skip the remaining steps: the canary's revision becomes stable",
+  abort: 'all requests back to the stable revision, the canary removed',
+  pause: "hold the current step; the pause's time left is kept",
+  resume: 'go on from where it was paused',
+};
+for (const [action, description] of Object.entries(steering) as [RolloutAction, string][]) {
+  rollout
+    .command(action)
+    .description(description)
+    .argument('<namespace/name>', 'the MachineModel', parseKey)
+    .action(async (key: ModelKey, _opts: object, cmd: Command) => {
+      const by = `mmctl (${process.env.USER ?? 'unknown user'})`;
+      await withClient(cmd, async (client) => print(cmd, await steerRollout(client, key, action, by), renderRollout));
+    });
+}
 
 function exitCodeOf(err: unknown): number {
   if (err instanceof CliFailure) return err.exitCode;

@@ -14,11 +14,12 @@ import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import { request } from '../activities/gateway/http.js';
 import { routeId } from '../src/core/route-rules.js';
-import { workflowIdFor } from '../src/core/api.js';
+import { workflowIdFor, type RolloutSpec, type RolloutStatus } from '../src/core/api.js';
 import { parseOperatorConfig } from '../src/process/config.js';
 import { createLogger } from '../src/process/logger.js';
 import { startOperator } from '../src/operator.js';
 import { janitorWorkflowId } from '../workflows/definitions.js';
+import { abortUpdate } from '../workflows/rollout-definitions.js';
 import { CaddyProcess } from './local-stack/caddy-process.js';
 import { cacheRoot } from './local-stack/components.js';
 import { freePort } from './local-stack/processes.js';
@@ -56,6 +57,22 @@ async function updateImage(w: World, ns: string, name: string): Promise<void> {
     () => {
       const status = mm(w, ns, name)?.status;
       return status?.observedGeneration === 2 && status.phase === 'Ready';
+    },
+    waitLong,
+  );
+}
+
+const canaryPlan: RolloutSpec = { strategy: 'Canary', steps: [{ weight: 25, pause: '10s' }] };
+
+/** Moves a model with a rollout plan to v2 and waits until its canary takes its first share; the rollout's id. */
+async function startRollout(w: World, ns: string, name: string): Promise<string> {
+  const v2 = { spec: { image: 'registry.example.com/models/classifier:v2' } };
+  w.k.kubectl('patch', 'mm', name, '-n', ns, '--type=merge', '-p', JSON.stringify(v2));
+  return eventually(
+    `${ns}/${name}'s canary serving`,
+    () => {
+      const r = mm(w, ns, name)?.status?.rollout as RolloutStatus | undefined;
+      return r?.weight ? r.workflowId : undefined;
     },
     waitLong,
   );
@@ -154,6 +171,34 @@ const onCaddy: Record<string, (w: World) => Promise<void>> = {
     await published(w, ns, 'doomed');
     w.k.kubectl('delete', 'namespace', ns, '--wait=false');
     await save(w, 'namespace-deleted', workflowIdFor(ns, 'doomed'));
+  },
+
+  // A model with a rollout plan, Ready on v1; v2 as a canary at 25 % for 10 s, promoted; the canary
+  // removed once v2 is stable; deleted. Both workflows' histories: the model's and the rollout's.
+  async 'canary-promoted'(w) {
+    const ns = 'hist';
+    w.k.apply(machineModel(ns, 'canaried', { rollout: canaryPlan }));
+    await published(w, ns, 'canaried');
+    const rollout = await startRollout(w, ns, 'canaried');
+    await eventually('promoted', () => mm(w, ns, 'canaried')?.status?.rollout?.phase === 'Promoted', waitLong);
+    await eventually('the canary removed', () => !w.k.get('deployment', ns, 'canaried-canary'), waitLong);
+    await save(w, 'canary-promoted-rollout', rollout);
+    w.k.kubectl('delete', 'mm', 'canaried', '-n', ns, '--wait=false');
+    await save(w, 'canary-promoted', workflowIdFor(ns, 'canaried'));
+  },
+
+  // The same, aborted by a person during the pause: all traffic back to v1, the canary removed, the
+  // model Failed (RolloutFailed) on v1; then deleted.
+  async 'canary-aborted'(w) {
+    const ns = 'hist';
+    w.k.apply(machineModel(ns, 'aborted', { rollout: { ...canaryPlan, steps: [{ weight: 25, pause: '10m' }] } }));
+    await published(w, ns, 'aborted');
+    const rollout = await startRollout(w, ns, 'aborted');
+    await w.client.workflow.getHandle(rollout).executeUpdate(abortUpdate, { args: [{ by: 'record-histories' }] });
+    await phaseIs(w, ns, 'aborted', 'Failed');
+    await save(w, 'canary-aborted-rollout', rollout);
+    w.k.kubectl('delete', 'mm', 'aborted', '-n', ns, '--wait=false');
+    await save(w, 'canary-aborted', workflowIdFor(ns, 'aborted'));
   },
 
   // The janitor removes a route whose model never existed.

@@ -4,6 +4,7 @@ import { defineQuery, defineSignal, defineUpdate, type Sinks } from '@temporalio
 import type { Condition, Phase } from '../src/core/api.js';
 import type { WorkflowConfig } from '../src/core/reconcile-timing.js';
 import type { RoundMetricsSink } from '../src/core/round-result.js';
+import type { RolloutState } from './rollout-definitions.js';
 
 export const workflowType = 'machineModelWorkflow';
 
@@ -74,6 +75,8 @@ export interface CarriedState {
   lastOutcome?: RoundOutcome;
   /** "Kind/resourceVersion" of what the current round wrote: their watch events need no new round. */
   echoes: string[];
+  /** The latest canary rollout (workflows/rollouts.ts). */
+  rollout?: RolloutState;
 }
 
 export interface MachineModelWorkflowInput {

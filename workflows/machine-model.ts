@@ -57,6 +57,8 @@ import {
   type WorkflowStateView,
 } from './definitions.js';
 import { gatewayRetryMaxSeconds, gatewaySteps } from './gateway.js';
+import { rolloutReportSignal } from './rollout-definitions.js';
+import { rolloutSteps } from './rollouts.js';
 import { phaseAttribute } from './search-attributes.js';
 import { failureOf, localFirst as kubeStep } from './steps.js';
 
@@ -97,7 +99,12 @@ function forgetWakes(loop: LoopState): void {
   loop.events = [];
 }
 
-function handleMessages(state: CarriedState, loop: LoopState, view: () => WorkflowStateView) {
+function handleMessages(
+  state: CarriedState,
+  loop: LoopState,
+  view: () => WorkflowStateView,
+  rollouts: ReturnType<typeof rolloutSteps>,
+) {
   const foreign = (uid?: string) => !uid || uid !== state.uid;
   const ask = (uid?: string) => {
     state.signals++;
@@ -109,6 +116,11 @@ function handleMessages(state: CarriedState, loop: LoopState, view: () => Workfl
     loop.events.push({ hint, foreign: foreign(hint.uid) });
   });
   setHandler(resyncSignal, () => ask());
+  setHandler(rolloutReportSignal, (report) => {
+    rollouts.onReport(report);
+    state.signals++;
+    loop.asked = true;
+  });
   setHandler(deletedSignal, ({ uid }) => ask(uid));
   setHandler(stateQuery, view);
   setHandler(reconcileNowUpdate, async () => {
@@ -136,13 +148,19 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
   };
   const pending = () => wantsRound(state, loop);
   let nextCheckSeconds = input.nextCheckSeconds ?? 0;
-  handleMessages(state, loop, () => ({
-    ...state,
-    ...key,
-    pendingWork: pending(),
-    roundInProgress: loop.roundInProgress,
-    config: cfg,
-  }));
+  const rollouts = rolloutSteps(state);
+  handleMessages(
+    state,
+    loop,
+    () => ({
+      ...state,
+      ...key,
+      pendingWork: pending(),
+      roundInProgress: loop.roundInProgress,
+      config: cfg,
+    }),
+    rollouts,
+  );
 
   /** What the last round saw and ran, for the Web UI's summaries and current details. */
   const seen: { readiness?: string; image?: string } = {};
@@ -226,7 +244,7 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
     if (waitsForGateway) {
       await writeStatus(ref, generation, { kind: 'deleting', message: 'cleaning up before the finalizer is removed' });
     }
-    const changes: string[] = [];
+    const changes: string[] = [...(await rollouts.forget())];
     try {
       if (waitsForGateway && (await gateway.unpublish(ref, generation))) changes.push('gateway route removed');
       if (removeFinalizer) {
@@ -258,7 +276,10 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
         return outcome({ changes, conditions: status.conditions, message: 'invalid spec: waiting for it to change' });
       }
       seen.image = model.spec.image;
-      const applied = await kubeStep('applyChildren', applySummary(model.spec), model);
+      const promoted = rollouts.promoted();
+      const applied = await (promoted
+        ? kubeStep('applyChildren', applySummary(model.spec), model, { promoted })
+        : kubeStep('applyChildren', applySummary(model.spec), model));
       changes.push(...applied.changes);
       state.echoes.push(...applied.written);
       const { readiness } = applied;
@@ -268,16 +289,24 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
       seen.readiness = readinessSummary(readiness);
       const route = decision.verdict.kind === 'ready' ? await gateway.publish(model) : undefined;
       if (route) changes.push(...route.changes);
+      // Only a model that has or had a rollout (or a canary left to remove) takes a step more.
+      const rollout =
+        model.spec.rollout || state.rollout || applied.canary ? await rollouts.follow(model, applied) : undefined;
+      if (rollout) changes.push(...rollout.changes);
+      const verdict: Verdict = rollout?.failed
+        ? { kind: 'failed', reason: 'RolloutFailed', message: rollout.failed }
+        : decision.verdict;
       const status = await writeStatus(
         ref,
         generation,
-        decision.verdict,
+        verdict,
         {
           readiness,
           inferenceURL: applied.inferenceURL,
           selector: applied.selector,
           gatewayURL: route?.url,
           extraConditions: route?.condition ? [route.condition] : [],
+          ...(rollout?.status ? { rollout: rollout.status } : {}),
         },
         changes,
       );

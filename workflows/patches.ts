@@ -20,7 +20,14 @@ export interface PatchRecord {
   stage: 'patched' | 'deprecated';
 }
 
-// Empty since v0.1.0: every path that existed before the first release is the baseline.
-export const patches = {} as const satisfies Record<string, PatchRecord>;
+// Every path that existed at v0.1.0 is the baseline.
+export const patches = {
+  'canary-rollouts': {
+    workflow: 'machineModelWorkflow',
+    guards: 'a model with spec.rollout starts a canary rollout (a child workflow) for a new revision and follows it',
+    addedIn: '0.2.0',
+    stage: 'patched',
+  },
+} as const satisfies Record<string, PatchRecord>;
 
 export type PatchId = keyof typeof patches;

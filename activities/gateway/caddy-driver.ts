@@ -3,7 +3,13 @@
 import { Mutex } from 'async-mutex';
 import type { ModelRef } from '../../src/core/api.js';
 import { isSubset } from '../../src/core/desired-state.js';
-import { parseRouteId, routeIdPrefix, type ExistingRoute, type RouteSpec } from '../../src/core/route-rules.js';
+import {
+  parseRouteId,
+  routeIdPrefix,
+  type ExistingRoute,
+  type RouteBackend,
+  type RouteSpec,
+} from '../../src/core/route-rules.js';
 import { GatewayUnavailable, type GatewayDriver } from './driver.js';
 import { request, type HttpResult } from './http.js';
 
@@ -46,10 +52,15 @@ const catchAllId = `${routeIdPrefix}-catch-all`;
 export function caddyRoute(route: RouteSpec): CaddyRoute {
   const match: { path: string[]; host?: string[] } = { path: [route.pathPrefix, `${route.pathPrefix}/*`] };
   if (route.hostnames.length) match.host = route.hostnames;
+  const dial = (b: RouteBackend) => ({ dial: `${b.host}:${b.port}` });
   const proxy: Record<string, unknown> = {
     handler: 'reverse_proxy',
-    upstreams: [{ dial: `${route.service.host}:${route.service.port}` }],
+    upstreams: route.canary ? [dial(route.service), dial(route.canary.service)] : [dial(route.service)],
   };
+  if (route.canary) {
+    const w = route.canary.weight;
+    proxy.load_balancing = { selection_policy: { policy: 'weighted_round_robin', weights: [100 - w, w] } };
+  }
   if (route.protocol === 'grpc') proxy.transport = { protocol: 'http', versions: ['h2c', '2'] };
   return {
     '@id': route.id,
@@ -127,8 +138,14 @@ export class CaddyDriver implements GatewayDriver {
   /** With `upstream: cluster-ip`, the route dials the Service's cluster IP (until it has one, its DNS name). */
   private async addressed(route: RouteSpec): Promise<RouteSpec> {
     if (this.opts.upstream !== 'cluster-ip') return route;
-    const ip = await this.serviceIP(route.service.namespace, route.service.name);
-    return ip ? { ...route, service: { ...route.service, host: ip } } : route;
+    const address = async (b: RouteBackend): Promise<RouteBackend> => {
+      const ip = await this.serviceIP(b.namespace, b.name);
+      return ip ? { ...b, host: ip } : b;
+    };
+    const service = await address(route.service);
+    return route.canary
+      ? { ...route, service, canary: { ...route.canary, service: await address(route.canary.service) } }
+      : { ...route, service };
   }
 
   async list(): Promise<ExistingRoute[]> {

@@ -66,7 +66,12 @@ export function httpRoute(route: RouteSpec, parent: GatewayApiOptions['parent'])
           filters: [
             { type: 'URLRewrite', urlRewrite: { path: { type: 'ReplacePrefixMatch', replacePrefixMatch: '/' } } },
           ],
-          backendRefs: [{ name: route.service.name, port: route.service.port }],
+          backendRefs: route.canary
+            ? [
+                { name: route.service.name, port: route.service.port, weight: 100 - route.canary.weight },
+                { name: route.canary.service.name, port: route.canary.service.port, weight: route.canary.weight },
+              ]
+            : [{ name: route.service.name, port: route.service.port }],
         },
       ],
     },

@@ -11,6 +11,11 @@ export const resyncAnnotation = `${group}/resync`;
 /** On a Gateway API HTTPRoute: the route id (namespace, name and uid of its MachineModel). */
 export const routeIdAnnotation = `${group}/route-id`;
 export const fieldManager = 'machinemodel-operator';
+/** On a canary's Deployment, Service and Pods: the model it is the canary of, and its revision (docs/rollouts.md). */
+export const canaryOfLabel = `${group}/canary-of`;
+export const revisionLabel = `${group}/revision`;
+/** On a canary's Service: the percent of the model's requests the gateway sends it (docs/rollouts.md). */
+export const canaryWeightAnnotation = `${group}/canary-weight`;
 
 export const labels = {
   name: 'app.kubernetes.io/name',
@@ -39,6 +44,46 @@ export interface MachineModelSpec {
   endpointType?: EndpointType;
   /** Publication on the API gateway; on by default when the operator has a gateway configured. */
   gateway?: { enabled?: boolean; pathPrefix?: string; hostnames?: string[] };
+  /** How a new image or modelPath reaches users: a canary in steps (docs/rollouts.md); a rolling update without it. */
+  rollout?: RolloutSpec;
+}
+
+// A rollout's plan (docs/rollouts.md); src/core/rollout.ts decides with it.
+export interface RolloutStep {
+  /** Percent of the model's requests the canary serves during this step, 1 to 99. */
+  weight: number;
+  /** How long the step lasts before the next ("30s", "5m", "1h30m"); none: the next step follows once the canary is judged. */
+  pause?: string;
+}
+
+export interface RolloutAnalysis {
+  /** The canary fails when more than this percent of its requests in a step are answered 5xx. */
+  maxErrorRatePercent?: number;
+  /** Below this many canary requests in a step, the error rate is not judged and the rollout pauses for a person. */
+  minRequests?: number;
+}
+
+export type OnFailure = 'Rollback' | 'Pause';
+
+export interface RolloutSpec {
+  strategy: 'Canary';
+  steps: RolloutStep[];
+  analysis?: RolloutAnalysis;
+  /** What a failed check does: send all traffic back to the stable revision and remove the canary (default), or hold for a person. */
+  onFailure?: OnFailure;
+}
+
+/** What status.rollout shows of the last rollout (the canary workflow's view, kept by the model's workflow). */
+export interface RolloutStatus {
+  /** The rollout's workflow, for mmctl rollout and the Web UI. */
+  workflowId: string;
+  phase: 'Progressing' | 'Paused' | 'Promoted' | 'RolledBack' | 'Aborted';
+  stable: { image: string; modelPath: string };
+  canary: { image: string; modelPath: string };
+  step?: number;
+  steps?: number;
+  weight?: number;
+  message?: string;
 }
 
 export interface Condition {
@@ -61,6 +106,7 @@ export interface MachineModelStatus {
   selector?: string;
   observedGeneration?: number;
   conditions?: Condition[];
+  rollout?: RolloutStatus;
 }
 
 export interface ObjectMeta {

@@ -39,7 +39,7 @@ const endpoints: Record<EndpointType, Endpoint> = {
 
 /** Spec with the CRD's defaults filled in, for objects that predate them. */
 export function withDefaults(spec: MachineModelSpec): Required<
-  Omit<MachineModelSpec, 'resources' | 'gateway' | 'replicas'>
+  Omit<MachineModelSpec, 'resources' | 'gateway' | 'replicas' | 'rollout'>
 > & {
   resources: { cpu: string; memory: string; gpu: number };
   replicas?: number;

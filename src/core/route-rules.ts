@@ -1,5 +1,6 @@
 // The gateway route a MachineModel should have, and how routes of different models may collide. Pure.
 import type { Condition, MachineModelSpec, ModelRef } from './api.js';
+import { canaryName } from './canary-state.js';
 import { withDefaults, type BuildOptions } from './desired-state.js';
 
 export type GatewayCondition = Omit<Condition, 'lastTransitionTime'>;
@@ -19,9 +20,18 @@ export interface RouteSpec {
   pathPrefix: string;
   hostnames: string[];
   /** In-cluster Service backing the route. */
-  service: { name: string; namespace: string; port: number; host: string };
+  service: RouteBackend;
+  /** During a canary step: the canary's Service and its percent of the requests (the stable Service has the rest). */
+  canary?: { service: RouteBackend; weight: number };
   /** gRPC needs HTTP/2 to the upstream. */
   protocol: 'http' | 'grpc';
+}
+
+export interface RouteBackend {
+  name: string;
+  namespace: string;
+  port: number;
+  host: string;
 }
 
 export const routeIdPrefix = 'machinemodel';
@@ -63,9 +73,16 @@ export function wantsRoute(spec: MachineModelSpec): boolean {
   return spec.gateway?.enabled ?? true;
 }
 
-export function routeSpec(ref: ModelRef, spec: MachineModelSpec, opts: BuildOptions): RouteSpec {
+/** The model's route; with a canary weight above 0, split between the stable and canary Services. */
+export function routeSpec(ref: ModelRef, spec: MachineModelSpec, opts: BuildOptions, canaryWeight = 0): RouteSpec {
   const s = withDefaults(spec);
   const port = s.endpointType === 'gRPC' ? 9000 : 80;
+  const backend = (name: string): RouteBackend => ({
+    name,
+    namespace: ref.namespace,
+    port,
+    host: `${name}.${ref.namespace}.svc.${opts.clusterDomain}`,
+  });
   return {
     id: routeId(ref),
     namespace: ref.namespace,
@@ -73,12 +90,8 @@ export function routeSpec(ref: ModelRef, spec: MachineModelSpec, opts: BuildOpti
     uid: ref.uid,
     pathPrefix: normalizePrefix(spec.gateway?.pathPrefix ?? defaultPathPrefix(ref)),
     hostnames: [...(spec.gateway?.hostnames ?? [])].sort(),
-    service: {
-      name: ref.name,
-      namespace: ref.namespace,
-      port,
-      host: `${ref.name}.${ref.namespace}.svc.${opts.clusterDomain}`,
-    },
+    service: backend(ref.name),
+    ...(canaryWeight > 0 ? { canary: { service: backend(canaryName(ref.name)), weight: canaryWeight } } : {}),
     protocol: s.endpointType === 'gRPC' ? 'grpc' : 'http',
   };
 }

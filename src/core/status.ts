@@ -1,5 +1,5 @@
 // What the MachineModel's status should say, from what a reconcile round decided and observed. Pure.
-import type { Condition, MachineModelStatus, Phase } from './api.js';
+import type { Condition, MachineModelStatus, Phase, RolloutStatus } from './api.js';
 import { describeTrouble, needsAPerson, troubleReasons, type ContainerTrouble } from './container-troubles.js';
 import type { Unschedulable } from './pod-scheduling.js';
 
@@ -51,7 +51,33 @@ export interface StatusInput {
   selector?: string;
   /** Extra conditions owned by other steps (e.g. GatewayRegistered), merged as given. */
   extraConditions?: Omit<Condition, 'lastTransitionTime'>[];
+  /** The latest canary rollout, for status.rollout and the Progressing condition; undefined to keep what status says. */
+  rollout?: RolloutStatus;
   now: string;
+}
+
+const rolloutRunning = (r: RolloutStatus | undefined) => r?.phase === 'Progressing' || r?.phase === 'Paused';
+
+function rolloutLine(r: RolloutStatus): string {
+  const where = r.step ? `step ${r.step} of ${r.steps}, canary ${r.weight}%` : 'starting';
+  return `rollout of ${r.canary.image} (${r.canary.modelPath}): ${r.phase}, ${where}${r.message ? `; ${r.message}` : ''}`;
+}
+
+/** The Progressing condition of a model with a rollout: True while one runs, False with how the last ended. */
+function progressingCondition(r: RolloutStatus): Omit<Condition, 'lastTransitionTime'> {
+  const reasons: Record<RolloutStatus['phase'], string> = {
+    Progressing: 'RolloutProgressing',
+    Paused: 'RolloutPaused',
+    Promoted: 'RolloutPromoted',
+    RolledBack: 'RolloutRolledBack',
+    Aborted: 'RolloutAborted',
+  };
+  return {
+    type: 'Progressing',
+    status: rolloutRunning(r) ? 'True' : 'False',
+    reason: reasons[r.phase],
+    message: rolloutLine(r),
+  };
 }
 
 const phases: Record<Verdict['kind'], Phase> = {
@@ -213,12 +239,22 @@ export function computeStatus(prev: MachineModelStatus | undefined, input: Statu
   // Observed without an autoscaler: a condition about one would be stale.
   if (input.readiness?.found && !autoscaling) conditions = conditions.filter((c) => c.type !== 'Autoscaling');
   const ready = readyCondition(input.verdict, input.readiness);
+  const rollout = input.rollout ?? prev?.rollout;
+  // A rollout under way is work in progress for kstatus, while the stable revision serves (Ready).
+  const reconciling =
+    rolloutRunning(rollout) && input.verdict.kind === 'ready'
+      ? [
+          { type: 'Reconciling', status: 'True' as const, reason: 'RolloutInProgress', message: rolloutLine(rollout!) },
+          { type: 'Stalled', status: 'False' as const, reason: 'RolloutInProgress', message: 'progressing' },
+        ]
+      : reconcilingAndStalled(input.verdict, input.readiness, ready);
   const wanted = [
     ready,
-    ...reconcilingAndStalled(input.verdict, input.readiness, ready),
+    ...reconciling,
     availableCondition(input.readiness),
     ...(autoscaling ? [autoscaling] : []),
     ...(input.extraConditions ?? []),
+    ...(rollout ? [progressingCondition(rollout)] : []),
   ];
   for (const c of wanted)
     conditions = setCondition(conditions, { ...c, observedGeneration: input.generation }, input.now);
@@ -233,6 +269,7 @@ export function computeStatus(prev: MachineModelStatus | undefined, input: Statu
   const gatewayURL = input.gatewayURL === undefined ? prev?.gatewayURL : input.gatewayURL;
   if (gatewayURL) status.gatewayURL = gatewayURL;
   if (input.selector) status.selector = input.selector;
+  if (rollout) status.rollout = rollout;
   return status;
 }
 
@@ -261,5 +298,6 @@ function normalize(s: MachineModelStatus): MachineModelStatus {
     selector: s.selector,
     observedGeneration: s.observedGeneration,
     conditions,
+    rollout: s.rollout,
   };
 }

@@ -2,6 +2,7 @@
 // reached the API some other way (an older CRD, CEL disabled) still get a clear Failed condition.
 // Workflow-safe: pure.
 import type { MachineModelSpec } from './api.js';
+import { validateRollout } from './rollout.js';
 
 const quantityPattern = /^[+-]?(\d+(\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$/;
 
@@ -134,4 +135,9 @@ export function validateSpec(spec: Partial<MachineModelSpec> | undefined): strin
   }
   errors.push(...validateGateway(spec.gateway));
   return errors;
+}
+
+/** Everything the operator checks of a model before it acts: its name, its spec, its rollout plan. */
+export function validateModel(name: string, spec: Partial<MachineModelSpec> | undefined): string[] {
+  return [...validateName(name), ...validateSpec(spec), ...(spec ? validateRollout(spec.rollout, name) : [])];
 }

@@ -28,6 +28,32 @@ export const badInputs: { title: string; name?: string; spec: Record<string, unk
     expect: /pathPrefix/,
   },
   {
+    title: 'rollout steps whose weights do not grow',
+    spec: { ...valid, rollout: { strategy: 'Canary', steps: [{ weight: 50 }, { weight: 20 }] } },
+    expect: /weight must be greater than the step before it/,
+  },
+  {
+    title: 'a rollout weight of 100',
+    spec: { ...valid, rollout: { strategy: 'Canary', steps: [{ weight: 100 }] } },
+    expect: /weight/,
+  },
+  {
+    title: 'a rollout pause of "soon"',
+    spec: { ...valid, rollout: { strategy: 'Canary', steps: [{ weight: 10, pause: 'soon' }] } },
+    expect: /pause/,
+  },
+  {
+    title: 'a rollout pause of 25h',
+    spec: { ...valid, rollout: { strategy: 'Canary', steps: [{ weight: 10, pause: '25h' }] } },
+    expect: /pause must be a duration .* at most 24h/,
+  },
+  {
+    title: 'a rollout on a 60-character name',
+    name: `m${'x'.repeat(59)}`,
+    spec: { ...valid, rollout: { strategy: 'Canary', steps: [{ weight: 10 }] } },
+    expect: /56 characters for a rollout/,
+  },
+  {
     title: 'an image reference with spaces',
     spec: { ...valid, image: 'registry.example.com/my model:v1' },
     expect: /image/,

@@ -4,12 +4,22 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { Activities, ModelSnapshot } from '../../activities/index.js';
 import type { GatewayInspection } from '../../activities/publication.js';
 import { finalizerName, type MachineModelSpec, type MachineModelStatus } from '../../src/core/api.js';
+import type { ContainerTrouble } from '../../src/core/container-troubles.js';
+import {
+  revisionOf,
+  sameRevision,
+  stableRevisionFor,
+  type Revision,
+  type TrafficSample,
+} from '../../src/core/rollout.js';
 import { computeStatus, type Readiness } from '../../src/core/status.js';
-import { validateSpec } from '../../src/core/validation.js';
+import { validateModel } from '../../src/core/validation.js';
 
 /** An in-memory MachineModel and Deployment that the stubbed activities read and write. */
 export class FakeCluster {
   exists = true;
+  /** The model's name; tests whose workflows outlive them (a rollout's) give each model its own. */
+  name = 'm';
   uid = 'uid-1';
   generation = 1;
   deleting = false;
@@ -43,13 +53,27 @@ export class FakeCluster {
   inspection: GatewayInspection = { orphans: [], collisions: [], unpublished: [] };
   /** Route ids the janitor removed. */
   withdrawn: string[] = [];
+  /** The revision the stable Deployment runs; set by the first apply. */
+  deployed: Revision | undefined;
+  /** The canary of a rollout: whether it is ready, why not, its requests on the gateway since it started. */
+  canary = {
+    exists: false,
+    ready: true,
+    trouble: undefined as ContainerTrouble | undefined,
+    traffic: undefined as TrafficSample | undefined,
+    replicas: 0,
+    weight: 0,
+    /** Every weight set, in order. */
+    weights: [] as number[],
+    removed: 0,
+  };
 
   private count(name: string) {
     this.calls[name] = (this.calls[name] ?? 0) + 1;
   }
 
   activities(): Activities {
-    const ref = () => ({ namespace: 'default', name: 'm', uid: this.uid });
+    const ref = () => ({ namespace: 'default', name: this.name, uid: this.uid });
     const readiness = (): Readiness => ({
       found: true,
       desiredReplicas: 1,
@@ -70,7 +94,7 @@ export class FakeCluster {
           deleting: this.deleting,
           hasFinalizer: this.finalizers.includes(finalizerName),
           spec: this.spec,
-          specErrors: validateSpec(this.spec),
+          specErrors: validateModel(this.name, this.spec),
           gatewayConfigured: this.gatewayConfigured,
         };
       },
@@ -79,8 +103,13 @@ export class FakeCluster {
         this.finalizers.push(finalizerName);
         return { added: true };
       },
-      applyChildren: async () => {
+      applyChildren: async (_snapshot, options = {}) => {
         this.count('applyChildren');
+        const stable = stableRevisionFor(this.spec, this.deployed, options.promoted);
+        this.deployed = stable;
+        const rollout = this.spec.rollout
+          ? { stable, ...(sameRevision(stable, revisionOf(this.spec)) ? {} : { pending: revisionOf(this.spec) }) }
+          : undefined;
         if (this.applyDelayMs) await new Promise((r) => setTimeout(r, this.applyDelayMs));
         if (this.applyFailure) throw this.applyFailure;
         if (this.applyTransientFailures > 0) {
@@ -94,6 +123,8 @@ export class FakeCluster {
           autoscaler: false,
           readiness: readiness(),
           written: this.written,
+          ...(rollout ? { rollout } : {}),
+          ...(this.canary.exists ? { canary: true } : {}),
         };
       },
       writeStatus: async (_ref, input) => {
@@ -154,6 +185,34 @@ export class FakeCluster {
         this.count('removeCollidingRoute');
         this.withdrawn.push(route.id);
         return { removed: true };
+      },
+      applyCanary: async ({ replicas }) => {
+        this.count('applyCanary');
+        Object.assign(this.canary, { exists: true, replicas });
+        const ready = this.canary.ready && !this.canary.trouble;
+        return {
+          readyReplicas: ready ? replicas : 0,
+          desiredReplicas: replicas,
+          ...(this.canary.trouble ? { trouble: this.canary.trouble } : {}),
+        };
+      },
+      setCanaryWeight: async ({ weight }) => {
+        this.count('setCanaryWeight');
+        const changed = weight !== this.canary.weight;
+        this.canary.weight = weight;
+        this.canary.weights.push(weight);
+        return { changed };
+      },
+      canaryTraffic: async () => {
+        this.count('canaryTraffic');
+        return this.canary.traffic ? { ...this.canary.traffic } : undefined;
+      },
+      removeCanary: async () => {
+        this.count('removeCanary');
+        const removed = this.canary.exists;
+        Object.assign(this.canary, { exists: false, replicas: 0 });
+        if (removed) this.canary.removed++;
+        return { removed };
       },
     };
   }

@@ -115,6 +115,21 @@ describe('gateway objects', () => {
     });
   });
 
+  it('splits a canary step between the stable and canary Services by weight, on Caddy and on the Gateway API', () => {
+    const split = routeSpec(ref, spec, defaultBuildOptions, 10);
+    expect(caddyRoute(split).handle?.[1]).toEqual({
+      handler: 'reverse_proxy',
+      upstreams: [{ dial: 'clf.ml.svc.cluster.local:80' }, { dial: 'clf-canary.ml.svc.cluster.local:80' }],
+      load_balancing: { selection_policy: { policy: 'weighted_round_robin', weights: [90, 10] } },
+    });
+    expect(httpRoute(split, { namespace: 'gw', name: 'public' }).spec.rules[0]!.backendRefs).toEqual([
+      { name: 'clf', port: 80, weight: 90 },
+      { name: 'clf-canary', port: 80, weight: 10 },
+    ]);
+    // Weight 0 (before the first step, after a rollback): the stable Service alone, as without a rollout.
+    expect(routeSpec(ref, spec, defaultBuildOptions, 0)).toEqual(r);
+  });
+
   it('builds an HTTPRoute owned by the model, attached to the parent Gateway', () => {
     const h = httpRoute(r, { namespace: 'gw', name: 'public' });
     expect(h.metadata.ownerReferences[0]).toMatchObject({ kind: 'MachineModel', uid: '1234-abcd', controller: true });

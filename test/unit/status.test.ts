@@ -169,6 +169,55 @@ describe('computeStatus', () => {
     ]);
   });
 
+  it('reports a canary rollout: status.rollout, Progressing, Reconciling while it runs, Stalled after a rollback', () => {
+    const rollout = {
+      workflowId: 'machinemodel/ml/m/rollout/abcd1234',
+      phase: 'Progressing' as const,
+      stable: { image: 'reg/m:v1', modelPath: '/m' },
+      canary: { image: 'reg/m:v2', modelPath: '/m' },
+      step: 1,
+      steps: 2,
+      weight: 10,
+    };
+    const running = computeStatus(undefined, {
+      generation: 2,
+      verdict: { kind: 'ready' },
+      readiness: readiness(2),
+      rollout,
+      now: 't1',
+    });
+    const of = (s: typeof running, type: string) => s.conditions?.find((c) => c.type === type);
+    expect(running.phase).toBe('Ready');
+    expect(running.rollout).toEqual(rollout);
+    expect(of(running, 'Progressing')).toMatchObject({
+      status: 'True',
+      reason: 'RolloutProgressing',
+      message: 'rollout of reg/m:v2 (/m): Progressing, step 1 of 2, canary 10%',
+    });
+    expect(of(running, 'Reconciling')).toMatchObject({ status: 'True', reason: 'RolloutInProgress' });
+    expect(of(running, 'Stalled')?.status).toBe('False');
+    // A later round that says nothing of the rollout keeps what status says.
+    expect(
+      computeStatus(running, { generation: 2, verdict: { kind: 'ready' }, readiness: readiness(2), now: 't2' }).rollout,
+    ).toEqual(rollout);
+
+    const rolledBack = computeStatus(running, {
+      generation: 2,
+      verdict: {
+        kind: 'failed',
+        reason: 'RolloutFailed',
+        message: 'the rollout of reg/m:v2 (/m) ended RolledBack: ...',
+      },
+      readiness: readiness(2),
+      rollout: { ...rollout, phase: 'RolledBack', weight: 0, message: 'rolled back at step 1 (10%): canary not ready' },
+      now: 't3',
+    });
+    expect(rolledBack.phase).toBe('Failed');
+    expect(of(rolledBack, 'Progressing')).toMatchObject({ status: 'False', reason: 'RolloutRolledBack' });
+    expect(of(rolledBack, 'Stalled')).toMatchObject({ status: 'True', reason: 'RolloutFailed' });
+    expect(statusDiffers(running, rolledBack)).toBe(true);
+  });
+
   it('detects when nothing would change', () => {
     const a = computeStatus(undefined, {
       generation: 1,

@@ -7,6 +7,7 @@ import {
   parseQuantity,
   serviceNamePattern,
   validateName,
+  validateModel,
   validateSpec,
 } from '../../src/core/validation.js';
 import type { MachineModelSpec } from '../../src/core/api.js';
@@ -20,7 +21,7 @@ describe('validateSpec', () => {
   });
 
   it.each(badInputs)('rejects $title', ({ name, spec, expect: words }) => {
-    const errors = [...validateName(name ?? 'ok'), ...validateSpec(spec as Partial<MachineModelSpec>)];
+    const errors = validateModel(name ?? 'ok', spec as Partial<MachineModelSpec>);
     expect(errors.length).toBeGreaterThan(0);
     expect(errors.join('; ')).toMatch(words);
   });

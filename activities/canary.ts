@@ -1,0 +1,141 @@
+// The canary of a rollout: its Deployment and Service, its share of the model's requests on the
+// gateway, and its removal. Each step is idempotent: a retry or a replayed rollout changes nothing
+// that is already as asked.
+import type { KubernetesObject, V1Deployment } from '@kubernetes/client-node';
+import { canaryWeightAnnotation, type ModelRef } from '../src/core/api.js';
+import { buildCanaryDeployment, buildCanaryService, canaryName } from '../src/core/canary-state.js';
+import { containerTroubles } from '../src/core/container-troubles.js';
+import { isSubset } from '../src/core/desired-state.js';
+import { ownershipOf } from '../src/core/ownership.js';
+import { readinessOf } from '../src/core/readiness.js';
+import { routeSpec, wantsRoute } from '../src/core/route-rules.js';
+import type { CanaryHealth, Revision, TrafficSample } from '../src/core/rollout.js';
+import { isReady } from '../src/core/status.js';
+import type { ActivityDeps } from './deps.js';
+import { fail, gatewayFailure, kubeFailure } from './failure.js';
+
+/** The canary's weight as its Service declares it; 0 without a canary. */
+export async function canaryWeightOf(kube: ActivityDeps['kube'], ref: ModelRef): Promise<number> {
+  const service = await kube.readLabelled<KubernetesObject>('v1', 'Service', ref.namespace, canaryName(ref.name));
+  if (!service || ownershipOf(service as Owned, ref) !== 'ours') return 0;
+  const weight = Number(service.metadata?.annotations?.[canaryWeightAnnotation] ?? 0);
+  return Number.isInteger(weight) && weight > 0 && weight < 100 ? weight : 0;
+}
+
+/** The field manager of the canary's weight, apart from the operator's own: applying one never drops the other. */
+const weightManager = 'machinemodel-operator-rollout';
+
+type Owned = Parameters<typeof ownershipOf>[0];
+
+export function applyCanaryActivity({ kube, build }: ActivityDeps) {
+  async function readOurs<T extends KubernetesObject>(ref: ModelRef, apiVersion: string, kind: string) {
+    const name = canaryName(ref.name);
+    const live = await kube.read<T>(apiVersion, kind, ref.namespace, name);
+    if (live && ownershipOf(live as Owned, ref) !== 'ours') {
+      throw fail('NotOwned', `${kind} ${ref.namespace}/${name} exists and is not this MachineModel's canary`);
+    }
+    return live;
+  }
+
+  return async function applyCanary(input: {
+    ref: ModelRef;
+    revision: Revision;
+    replicas: number;
+  }): Promise<CanaryHealth> {
+    const { ref, revision, replicas } = input;
+    try {
+      const model = await kube.getModel(ref.namespace, ref.name);
+      if (!model || model.metadata.uid !== ref.uid) {
+        // Its workflow cancels this rollout; until then, nothing to apply.
+        throw fail('Transient', `MachineModel ${ref.namespace}/${ref.name} (uid ${ref.uid}) is gone`);
+      }
+      const desired = buildCanaryDeployment(ref, model.spec, revision, replicas, build);
+      let deployment = await readOurs<V1Deployment>(ref, 'apps/v1', 'Deployment');
+      if (!deployment || !isSubset(desired, deployment)) deployment = await kube.apply(desired as V1Deployment);
+      const service = buildCanaryService(ref, model.spec, revision);
+      const liveService = await readOurs(ref, 'v1', 'Service');
+      if (!liveService || !isSubset(service, liveService)) await kube.apply(service as KubernetesObject);
+      const readiness = readinessOf(deployment);
+      if (isReady(readiness)) return { readyReplicas: replicas, desiredReplicas: replicas };
+      const trouble = containerTroubles(await kube.listPods(ref.namespace, canaryName(ref.name)));
+      return {
+        readyReplicas: Math.min(readiness.readyReplicas, replicas - 1),
+        desiredReplicas: replicas,
+        ...(trouble ? { trouble } : {}),
+      };
+    } catch (err) {
+      throw kubeFailure(err, `applying the canary of MachineModel ${ref.namespace}/${ref.name}`);
+    }
+  };
+}
+
+/**
+ * Declares the canary's weight on its Service (the route of every later round is built from it, so
+ * the model's own rounds keep the split), then puts the split route on the gateway. Without a
+ * gateway the weight is only declared: nothing splits the model's requests.
+ */
+export function setCanaryWeightActivity({ kube, build, gateway }: ActivityDeps) {
+  return async function setCanaryWeight(input: { ref: ModelRef; weight: number }): Promise<{ changed: boolean }> {
+    const { ref, weight } = input;
+    const name = canaryName(ref.name);
+    let model;
+    try {
+      model = await kube.getModel(ref.namespace, ref.name);
+      if (!model || model.metadata.uid !== ref.uid) return { changed: false };
+      const service = await kube.read('v1', 'Service', ref.namespace, name);
+      if (service) {
+        await kube.apply(
+          {
+            apiVersion: 'v1',
+            kind: 'Service',
+            metadata: { name, namespace: ref.namespace, annotations: { [canaryWeightAnnotation]: String(weight) } },
+          },
+          weightManager,
+        );
+      } else if (weight > 0) {
+        throw fail('Transient', `the canary Service ${ref.namespace}/${name} does not exist yet`);
+      }
+    } catch (err) {
+      throw kubeFailure(err, `setting the canary weight of MachineModel ${ref.namespace}/${ref.name}`);
+    }
+    if (!gateway || !wantsRoute(model.spec)) return { changed: false };
+    try {
+      return { changed: await gateway.put(routeSpec(ref, model.spec, build, weight)) };
+    } catch (err) {
+      throw gatewayFailure(err, `splitting the route of MachineModel ${ref.namespace}/${ref.name}`);
+    }
+  };
+}
+
+/**
+ * The canary's requests and 5xx answers as the gateway counts them, since it started. Neither Caddy
+ * nor the Gateway API driver reports them per backend yet: undefined, and the verdicts say so.
+ */
+export function canaryTrafficActivity(_deps: ActivityDeps) {
+  return async function canaryTraffic(_input: { ref: ModelRef }): Promise<TrafficSample | undefined> {
+    return undefined;
+  };
+}
+
+export function removeCanaryActivity({ kube }: ActivityDeps) {
+  return async function removeCanary(input: { ref: ModelRef }): Promise<{ removed: boolean }> {
+    const { ref } = input;
+    const name = canaryName(ref.name);
+    let removed = false;
+    try {
+      for (const [apiVersion, kind] of [
+        ['v1', 'Service'],
+        ['apps/v1', 'Deployment'],
+      ] as const) {
+        const live = await kube.read(apiVersion, kind, ref.namespace, name);
+        if (live && ownershipOf(live as Owned, ref) === 'ours') {
+          await kube.delete(live, live.metadata?.uid);
+          removed = true;
+        }
+      }
+    } catch (err) {
+      throw kubeFailure(err, `removing the canary of MachineModel ${ref.namespace}/${ref.name}`);
+    }
+    return { removed };
+  };
+}

@@ -1,0 +1,176 @@
+// A canary rollout of a new model version: what a revision is, the plan of steps, and the verdict on
+// the canary at each step. Pure and workflow-safe (docs/rollouts.md tells the whole story).
+import type { MachineModelSpec, RolloutAnalysis, RolloutSpec } from './api.js';
+import { describeTrouble, needsAPerson, type ContainerTrouble } from './container-troubles.js';
+
+/** What a rollout moves between: the fields that make a new version of the model. */
+export interface Revision {
+  image: string;
+  modelPath: string;
+}
+
+export const revisionOf = (spec: Pick<MachineModelSpec, 'image' | 'modelPath'>): Revision => ({
+  image: spec.image,
+  modelPath: spec.modelPath,
+});
+
+export const sameRevision = (a: Revision, b: Revision): boolean => a.image === b.image && a.modelPath === b.modelPath;
+
+/** The revision a live Deployment runs: its model container's image and MODEL_PATH. */
+export function deployedRevision(d: {
+  spec?: { template?: { spec?: { containers?: { image?: string; env?: { name: string; value?: string }[] }[] } } };
+}): Revision | undefined {
+  const c = d.spec?.template?.spec?.containers?.[0];
+  const modelPath = c?.env?.find((e) => e.name === 'MODEL_PATH')?.value;
+  return c?.image && modelPath !== undefined ? { image: c.image, modelPath } : undefined;
+}
+
+/**
+ * The revision the stable Deployment runs. Without a rollout, the spec's (a rolling update, as
+ * always). With one, the revision already deployed stays until the spec's is promoted; a model with
+ * no Deployment yet starts on the spec's, without a canary.
+ */
+export function stableRevisionFor(
+  spec: Pick<MachineModelSpec, 'image' | 'modelPath' | 'rollout'>,
+  deployed: Revision | undefined,
+  promoted: Revision | undefined,
+): Revision {
+  const wanted = revisionOf(spec);
+  if (!spec.rollout || !deployed) return wanted;
+  if (promoted && sameRevision(promoted, wanted)) return wanted;
+  return deployed;
+}
+
+/** A short, stable name for a revision (FNV-1a over image and model path): it labels the canary and names its workflow. */
+export function revisionName(r: Revision): string {
+  let h = 0x811c9dc5;
+  for (const ch of `${r.image}\n${r.modelPath}`) {
+    h ^= ch.codePointAt(0)!;
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return h.toString(16).padStart(8, '0');
+}
+
+export const maxSteps = 10;
+export const maxPauseSeconds = 24 * 3600;
+const durationPattern = /^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$/;
+
+/** Seconds in a duration written as Kubernetes users write them ("90s", "5m", "1h30m"); undefined when it does not parse. */
+export function durationSeconds(d: string): number | undefined {
+  const m = durationPattern.exec(d);
+  if (!m || d === '') return undefined;
+  const [, h = '0', min = '0', s = '0'] = m;
+  return Number(h) * 3600 + Number(min) * 60 + Number(s);
+}
+
+/** A model's name leaves room for its canary's (`<name>-canary`) within a Service name's 63 characters. */
+export const maxNameLengthWithRollout = 63 - '-canary'.length;
+
+/** The same rules as the CRD's schema and CEL, for objects that reached the API without them. */
+export function validateRollout(r: RolloutSpec | undefined, modelName: string): string[] {
+  if (!r) return [];
+  const errors: string[] = [];
+  if (modelName.length > maxNameLengthWithRollout) {
+    errors.push(
+      `metadata.name must be at most ${maxNameLengthWithRollout} characters for a rollout (its canary's Service is named <name>-canary), got ${modelName.length}`,
+    );
+  }
+  if (r.strategy !== 'Canary') errors.push(`rollout.strategy must be Canary, got ${JSON.stringify(r.strategy)}`);
+  const steps = Array.isArray(r.steps) ? r.steps : [];
+  if (steps.length === 0 || steps.length > maxSteps) {
+    errors.push(`rollout.steps must have 1 to ${maxSteps} steps, got ${steps.length}`);
+  }
+  steps.forEach((step, i) => {
+    if (!Number.isInteger(step.weight) || step.weight < 1 || step.weight > 99) {
+      errors.push(`rollout.steps[${i}].weight must be a whole percent from 1 to 99, got ${step.weight}`);
+    } else if (i > 0 && step.weight <= steps[i - 1]!.weight) {
+      errors.push(`rollout.steps[${i}].weight must be greater than the step before it (${steps[i - 1]!.weight})`);
+    }
+    if (step.pause !== undefined) {
+      const s = durationSeconds(step.pause);
+      if (s === undefined || s > maxPauseSeconds) {
+        errors.push(
+          `rollout.steps[${i}].pause must be a duration such as 30s, 5m or 1h30m, at most 24h, got ${JSON.stringify(step.pause)}`,
+        );
+      }
+    }
+  });
+  const a = r.analysis;
+  if (a?.maxErrorRatePercent !== undefined && !(a.maxErrorRatePercent >= 0 && a.maxErrorRatePercent <= 100)) {
+    errors.push(`rollout.analysis.maxErrorRatePercent must be from 0 to 100, got ${a.maxErrorRatePercent}`);
+  }
+  if (a?.minRequests !== undefined && !(Number.isInteger(a.minRequests) && a.minRequests >= 0)) {
+    errors.push(`rollout.analysis.minRequests must be a whole number of at least 0, got ${a.minRequests}`);
+  }
+  if (r.onFailure !== undefined && r.onFailure !== 'Rollback' && r.onFailure !== 'Pause') {
+    errors.push(`rollout.onFailure must be Rollback or Pause, got ${JSON.stringify(r.onFailure)}`);
+  }
+  return errors;
+}
+
+/** The canary's replicas during a step: its weight's share of the stable replicas, rounded up, at least one. */
+export function canaryReplicas(stableReplicas: number, weight: number): number {
+  return Math.max(1, Math.ceil((stableReplicas * weight) / 100));
+}
+
+/** The canary's requests and 5xx answers since its step began, as the gateway counts them. */
+export interface TrafficSample {
+  requests: number;
+  errors: number;
+}
+
+export interface CanaryHealth {
+  readyReplicas: number;
+  desiredReplicas: number;
+  /** Why its containers do not become ready (container-troubles.ts). */
+  trouble?: ContainerTrouble;
+  /** Undefined when the gateway does not report the canary's answers. */
+  traffic?: TrafficSample;
+}
+
+export type CanaryVerdict =
+  /** Every check passed. */
+  | { kind: 'healthy'; detail: string }
+  /** Not ready yet, for no reason that needs a person (still loading): look again. */
+  | { kind: 'waiting'; detail: string }
+  /** Too few requests to judge the error rate: a person decides. */
+  | { kind: 'inconclusive'; detail: string }
+  | { kind: 'failed'; check: 'Ready' | 'ErrorRate'; message: string };
+
+const percent = (x: number) => `${Math.round(x * 10) / 10}%`;
+
+/**
+ * The canary's verdict now. Readiness first: a canary that crashes, cannot pull its image or cannot
+ * start fails at once; one that is still loading is waited for. The error rate is judged at the end
+ * of a step (`endOfStep`), over the step's requests, where the gateway reports them.
+ */
+export function judgeCanary(
+  analysis: RolloutAnalysis | undefined,
+  health: CanaryHealth,
+  endOfStep: boolean,
+): CanaryVerdict {
+  const ready = `${health.readyReplicas} of ${health.desiredReplicas} ready`;
+  if (health.trouble && needsAPerson(health.trouble)) {
+    return { kind: 'failed', check: 'Ready', message: `canary not ready: ${describeTrouble(health.trouble)}` };
+  }
+  if (health.readyReplicas < health.desiredReplicas) {
+    const why = health.trouble ? `: ${describeTrouble(health.trouble)}` : '';
+    return { kind: 'waiting', detail: `canary ${ready}${why}` };
+  }
+  const max = analysis?.maxErrorRatePercent;
+  if (max === undefined || !endOfStep) return { kind: 'healthy', detail: `canary ${ready}` };
+  const t = health.traffic;
+  if (!t) return { kind: 'healthy', detail: `canary ${ready}; the gateway does not report its error rate` };
+  const min = analysis?.minRequests ?? 0;
+  if (t.requests < min || t.requests === 0) {
+    return {
+      kind: 'inconclusive',
+      detail: `canary ${ready}; ${t.requests} requests in this step, fewer than the ${Math.max(min, 1)} needed to judge its error rate`,
+    };
+  }
+  const rate = (t.errors / t.requests) * 100;
+  const numbers = `${t.errors} of ${t.requests} requests answered 5xx (${percent(rate)}, at most ${max}%)`;
+  return rate > max
+    ? { kind: 'failed', check: 'ErrorRate', message: `canary error rate too high: ${numbers}` }
+    : { kind: 'healthy', detail: `canary ${ready}; ${numbers}` };
+}

@@ -1,0 +1,139 @@
+// Canary rollouts on the real node, through a real Caddy: the canary serves its step's share of real
+// requests, a person promotes it with mmctl, and a canary that crashes is rolled back without one,
+// never having taken a request.
+import { execFileSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { request } from '../../activities/gateway/http.js';
+import type { RolloutSpec } from '../../src/core/api.js';
+import { misbehavingModelImage } from '../../tools/images/catalog.js';
+import { realNodeName, realNodeNamespaceAnnotations } from '../../tools/local-stack/real-node.js';
+import { kubectlRun } from '../../tools/local-stack/stack.js';
+import { CaddyProcess } from '../support/caddy-under-test.js';
+import { conditionOf, kubectlFor } from '../support/cluster.js';
+import { eventually } from '../support/eventually.js';
+import { machineModel } from '../support/models.js';
+import { installCrds, startOperatorProcess, type OperatorProcess } from '../support/operator-process.js';
+
+const stack = inject('stack');
+const k = kubectlFor(stack);
+const taskQueue = `mmo-${randomUUID()}`;
+let operator: OperatorProcess;
+let caddy: CaddyProcess;
+let ns: string;
+
+const mmctlScript = fileURLToPath(new URL('../../dist/src/mmctl.js', import.meta.url));
+const mmctl = (...args: string[]) =>
+  execFileSync(process.execPath, [mmctlScript, ...args], {
+    env: { ...process.env, TEMPORAL_ADDRESS: stack.temporalAddress, MMO_TASK_QUEUE: taskQueue },
+    encoding: 'utf8',
+  });
+
+const plan: RolloutSpec = { strategy: 'Canary', steps: [{ weight: 25, pause: '30m' }] };
+const model = (modelPath: string) =>
+  machineModel(ns, 'canaried', { image: misbehavingModelImage.ref, modelPath, replicas: 2, rollout: plan });
+const status = () => k.get('machinemodel', ns, 'canaried')?.status;
+
+/** The model paths the stable Deployment's Pods run, terminating ones included. */
+const stablePaths = () =>
+  k
+    .list<{ spec: { containers: { env: { name: string; value: string }[] }[] } }>(
+      'pods',
+      ns,
+      'app.kubernetes.io/instance=canaried',
+    )
+    .map((p) => p.spec.containers[0]!.env.find((e) => e.name === 'MODEL_PATH')?.value);
+
+/** Which revision (the last part of its model path) answered each of `n` requests through the gateway. */
+async function servedBy(n: number): Promise<Record<string, number>> {
+  const url = status()?.gatewayURL as string;
+  const counts: Record<string, number> = {};
+  for (let i = 0; i < n; i++) {
+    const res = await request('GET', `${url}/whoami`);
+    const who = res.status === 200 ? res.body : `HTTP ${res.status}`;
+    counts[who] = (counts[who] ?? 0) + 1;
+  }
+  return counts;
+}
+
+describe.skipIf(!stack.realNode)(`canary rollouts on the real node (${stack.simulatedOnly ?? realNodeName})`, () => {
+  beforeAll(async () => {
+    installCrds(stack);
+    caddy = await CaddyProcess.create(stack);
+    ns = `canary-${randomUUID().slice(0, 8)}`;
+    kubectlRun(stack, ['create', 'namespace', ns]);
+    const annotations = Object.entries(realNodeNamespaceAnnotations).map(([key, v]) => `${key}=${v}`);
+    kubectlRun(stack, ['annotate', 'namespace', ns, ...annotations]);
+    operator = startOperatorProcess(
+      stack,
+      { MMO_NAMESPACES: ns, MMO_TASK_QUEUE: taskQueue, ...caddy.operatorEnv, MMO_CADDY_UPSTREAM: 'cluster-ip' },
+      'rollout',
+    );
+  });
+
+  afterAll(async () => {
+    await operator?.stop();
+    await caddy?.stop();
+    if (ns) kubectlRun(stack, ['delete', 'namespace', ns, '--wait=false']);
+  });
+
+  it("sends the canary its step's share of real requests, and a person promotes it", async () => {
+    k.apply(model('/v1'));
+    await eventually(
+      'v1 Ready and published',
+      () => (status()?.phase === 'Ready' && status()?.gatewayURL ? true : undefined),
+      180_000,
+    );
+    expect(await servedBy(20)).toEqual({ v1: 20 });
+
+    k.apply(model('/v2'));
+    await eventually('the canary at 25 %', () => (status()?.rollout?.weight === 25 ? true : undefined), 180_000);
+    // Caddy's weighted round robin over the stable and canary Services: 25 % within 5 points.
+    const counts = await servedBy(200);
+    expect(Object.keys(counts).sort()).toEqual(['v1', 'v2']);
+    expect(Math.abs(counts.v2! / 200 - 0.25)).toBeLessThanOrEqual(0.05);
+    expect(status()?.phase).toBe('Ready');
+    expect(conditionOf(k.get('machinemodel', ns, 'canaried'), 'Reconciling')?.reason).toBe('RolloutInProgress');
+    expect(mmctl('rollout', 'status', `${ns}/canaried`)).toMatch(
+      /rollout Progressing, step 1 of 1, canary 25% \(pause: \d+m \d+s left\)/,
+    );
+
+    expect(mmctl('rollout', 'promote', `${ns}/canaried`)).toContain('promotion asked by mmctl');
+    await eventually(
+      'v2 stable, the canary gone',
+      () =>
+        status()?.rollout?.phase === 'Promoted' &&
+        status()?.phase === 'Ready' &&
+        !k.get('deployment', ns, 'canaried-canary')
+          ? true
+          : undefined,
+      180_000,
+    );
+    // The stable Deployment's rolling update has replaced its v1 Pods.
+    await eventually('v1 Pods gone', () => (stablePaths().every((p) => p === '/v2') ? true : undefined), 120_000);
+    expect(await servedBy(20)).toEqual({ v2: 20 });
+  }, 420_000);
+
+  it('rolls a crashing canary back without a person; it never takes a request', async () => {
+    k.apply(model('/crash'));
+    const seen: Record<string, number> = {};
+    await eventually(
+      'rolled back',
+      async () => {
+        for (const [who, n] of Object.entries(await servedBy(5))) seen[who] = (seen[who] ?? 0) + n;
+        return status()?.rollout?.phase === 'RolledBack' ? true : undefined;
+      },
+      240_000,
+    );
+    expect(Object.keys(seen)).toEqual(['v2']);
+    const ready = conditionOf(k.get('machinemodel', ns, 'canaried'), 'Ready');
+    expect(ready).toMatchObject({ status: 'False', reason: 'RolloutFailed' });
+    expect(ready?.message).toMatch(
+      /rolled back at step 1 \(25%\): canary not ready: container model keeps crashing .*exit code 3/,
+    );
+    expect(status()?.phase).toBe('Failed');
+    await eventually('the canary removed', () => (!k.get('deployment', ns, 'canaried-canary') ? true : undefined));
+    expect(await servedBy(10)).toEqual({ v2: 10 });
+  }, 420_000);
+});

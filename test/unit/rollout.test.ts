@@ -1,0 +1,176 @@
+import { describe, expect, it } from 'vitest';
+import {
+  canaryReplicas,
+  deployedRevision,
+  durationSeconds,
+  judgeCanary,
+  revisionName,
+  revisionOf,
+  sameRevision,
+  stableRevisionFor,
+  validateRollout,
+} from '../../src/core/rollout.js';
+import type { RolloutSpec } from '../../src/core/api.js';
+
+const plan: RolloutSpec = {
+  strategy: 'Canary',
+  steps: [
+    { weight: 10, pause: '5m' },
+    { weight: 50, pause: '1h30m' },
+  ],
+  analysis: { maxErrorRatePercent: 5, minRequests: 20 },
+  onFailure: 'Rollback',
+};
+
+describe('a revision', () => {
+  it('is the image and the model path: other fields do not make a new version', () => {
+    const a = revisionOf({ image: 'reg/m:v1', modelPath: '/m' });
+    expect(sameRevision(a, { image: 'reg/m:v1', modelPath: '/m' })).toBe(true);
+    expect(sameRevision(a, { image: 'reg/m:v2', modelPath: '/m' })).toBe(false);
+    expect(sameRevision(a, { image: 'reg/m:v1', modelPath: '/n' })).toBe(false);
+  });
+
+  it('has a short stable name that differs between revisions', () => {
+    const name = revisionName({ image: 'reg/m:v1', modelPath: '/m' });
+    expect(name).toMatch(/^[0-9a-f]{8}$/);
+    expect(revisionName({ image: 'reg/m:v1', modelPath: '/m' })).toBe(name);
+    expect(revisionName({ image: 'reg/m:v2', modelPath: '/m' })).not.toBe(name);
+    // The separator keeps "a" + "b/c" apart from "a/b" + "c".
+    expect(revisionName({ image: 'a', modelPath: 'b/c' })).not.toBe(revisionName({ image: 'a/b', modelPath: 'c' }));
+  });
+});
+
+describe('the stable revision', () => {
+  const v1 = { image: 'reg/m:v1', modelPath: '/m' };
+  const v2 = { image: 'reg/m:v2', modelPath: '/m' };
+  const withRollout = { ...v2, rollout: plan };
+
+  it("is the spec's without a rollout, or without a Deployment yet", () => {
+    expect(stableRevisionFor(v2, v1, undefined)).toEqual(v2);
+    expect(stableRevisionFor(withRollout, undefined, undefined)).toEqual(v2);
+  });
+
+  it("stays the deployed one with a rollout, until the spec's is promoted", () => {
+    expect(stableRevisionFor(withRollout, v1, undefined)).toEqual(v1);
+    expect(stableRevisionFor(withRollout, v1, { image: 'reg/m:v3', modelPath: '/m' })).toEqual(v1);
+    expect(stableRevisionFor(withRollout, v1, v2)).toEqual(v2);
+    expect(stableRevisionFor(withRollout, v2, undefined)).toEqual(v2);
+  });
+
+  it('is read from a Deployment as the image and MODEL_PATH of its container', () => {
+    const d = {
+      spec: { template: { spec: { containers: [{ image: 'reg/m:v1', env: [{ name: 'MODEL_PATH', value: '/m' }] }] } } },
+    };
+    expect(deployedRevision(d)).toEqual(v1);
+    expect(deployedRevision({})).toBeUndefined();
+  });
+});
+
+describe('a rollout plan', () => {
+  it('reads durations as Kubernetes users write them', () => {
+    expect(durationSeconds('30s')).toBe(30);
+    expect(durationSeconds('5m')).toBe(300);
+    expect(durationSeconds('1h30m')).toBe(5400);
+    expect(durationSeconds('')).toBeUndefined();
+    expect(durationSeconds('5 minutes')).toBeUndefined();
+    expect(durationSeconds('-5m')).toBeUndefined();
+  });
+
+  it('accepts a valid plan, and names every mistake in one pass', () => {
+    expect(validateRollout(plan, 'classifier')).toEqual([]);
+    expect(validateRollout(undefined, 'x'.repeat(63))).toEqual([]);
+    expect(
+      validateRollout(
+        {
+          strategy: 'BlueGreen' as 'Canary',
+          steps: [{ weight: 50 }, { weight: 50, pause: 'soon' }, { weight: 100, pause: '25h' }],
+          analysis: { maxErrorRatePercent: 120, minRequests: -1 },
+          onFailure: 'Retry' as 'Pause',
+        },
+        'classifier',
+      ),
+    ).toEqual([
+      'rollout.strategy must be Canary, got "BlueGreen"',
+      'rollout.steps[1].weight must be greater than the step before it (50)',
+      'rollout.steps[1].pause must be a duration such as 30s, 5m or 1h30m, at most 24h, got "soon"',
+      'rollout.steps[2].weight must be a whole percent from 1 to 99, got 100',
+      'rollout.steps[2].pause must be a duration such as 30s, 5m or 1h30m, at most 24h, got "25h"',
+      'rollout.analysis.maxErrorRatePercent must be from 0 to 100, got 120',
+      'rollout.analysis.minRequests must be a whole number of at least 0, got -1',
+      'rollout.onFailure must be Rollback or Pause, got "Retry"',
+    ]);
+    expect(validateRollout({ strategy: 'Canary', steps: [] }, 'classifier')).toEqual([
+      'rollout.steps must have 1 to 10 steps, got 0',
+    ]);
+    expect(validateRollout({ strategy: 'Canary', steps: [{ weight: 10 }] }, 'm'.repeat(57))).toEqual([
+      "metadata.name must be at most 56 characters for a rollout (its canary's Service is named <name>-canary), got 57",
+    ]);
+  });
+
+  it("sizes the canary as its weight's share of the stable replicas, at least one", () => {
+    expect(canaryReplicas(4, 10)).toBe(1);
+    expect(canaryReplicas(4, 50)).toBe(2);
+    expect(canaryReplicas(5, 50)).toBe(3);
+    expect(canaryReplicas(1, 1)).toBe(1);
+  });
+});
+
+describe('the verdict on a canary', () => {
+  const ready = { readyReplicas: 1, desiredReplicas: 1 };
+
+  it('fails at once on a trouble that needs a person, whatever the step', () => {
+    const verdict = judgeCanary(
+      plan.analysis,
+      {
+        readyReplicas: 0,
+        desiredReplicas: 1,
+        trouble: { kind: 'crash-loop', pods: 1, container: 'model', restarts: 3, lastReason: 'Error', exitCode: 3 },
+      },
+      false,
+    );
+    expect(verdict).toEqual({
+      kind: 'failed',
+      check: 'Ready',
+      message:
+        'canary not ready: container model keeps crashing (3 restarts, 1 pod): last ended with Error (exit code 3)',
+    });
+  });
+
+  it('waits for a canary that is still loading', () => {
+    expect(
+      judgeCanary(
+        plan.analysis,
+        { readyReplicas: 0, desiredReplicas: 1, trouble: { kind: 'not-ready', pods: 1, container: 'model' } },
+        true,
+      ),
+    ).toEqual({ kind: 'waiting', detail: 'canary 0 of 1 ready: container model is running but not ready (1 pod)' });
+  });
+
+  it('judges the error rate at the end of a step, with the numbers', () => {
+    expect(judgeCanary(plan.analysis, { ...ready, traffic: { requests: 100, errors: 9 } }, false).kind).toBe('healthy');
+    expect(judgeCanary(plan.analysis, { ...ready, traffic: { requests: 100, errors: 9 } }, true)).toEqual({
+      kind: 'failed',
+      check: 'ErrorRate',
+      message: 'canary error rate too high: 9 of 100 requests answered 5xx (9%, at most 5%)',
+    });
+    expect(judgeCanary(plan.analysis, { ...ready, traffic: { requests: 100, errors: 5 } }, true)).toEqual({
+      kind: 'healthy',
+      detail: 'canary 1 of 1 ready; 5 of 100 requests answered 5xx (5%, at most 5%)',
+    });
+  });
+
+  it('leaves the decision to a person when too few requests came to judge', () => {
+    expect(judgeCanary(plan.analysis, { ...ready, traffic: { requests: 3, errors: 3 } }, true)).toEqual({
+      kind: 'inconclusive',
+      detail: 'canary 1 of 1 ready; 3 requests in this step, fewer than the 20 needed to judge its error rate',
+    });
+  });
+
+  it('says so when the gateway does not report the error rate, and judges readiness alone', () => {
+    expect(judgeCanary(plan.analysis, ready, true)).toEqual({
+      kind: 'healthy',
+      detail: 'canary 1 of 1 ready; the gateway does not report its error rate',
+    });
+    expect(judgeCanary(undefined, ready, true)).toEqual({ kind: 'healthy', detail: 'canary 1 of 1 ready' });
+  });
+});

@@ -1,0 +1,226 @@
+// The canary rollout workflow on the time-skipping server, with stubbed activities (FakeCluster):
+// every path a rollout can take, and what people see and can do while it runs.
+import { randomUUID } from 'node:crypto';
+import { WorkflowFailedError } from '@temporalio/client';
+import { describe, expect, it } from 'vitest';
+import type { RolloutSpec } from '../../src/core/api.js';
+import {
+  abortUpdate,
+  pauseUpdate,
+  promoteUpdate,
+  resumeUpdate,
+  rolloutStateQuery,
+  type CanaryRolloutInput,
+  type RolloutResult,
+} from '../../workflows/rollout-definitions.js';
+import { FakeCluster } from '../support/fake-cluster.js';
+import { useWorkflowTestEnv } from '../support/workflow-env.js';
+
+const wf = useWorkflowTestEnv();
+
+const plan: RolloutSpec = {
+  strategy: 'Canary',
+  steps: [
+    { weight: 10, pause: '5m' },
+    { weight: 50, pause: '10m' },
+  ],
+  analysis: { maxErrorRatePercent: 5, minRequests: 20 },
+};
+
+function start(taskQueue: string, overrides: Partial<CanaryRolloutInput> = {}) {
+  const input: CanaryRolloutInput = {
+    ref: { namespace: 'default', name: 'm', uid: 'uid-1' },
+    revision: { image: 'reg/m:v2', modelPath: '/models/v2' },
+    stable: { image: 'reg/m:v1', modelPath: '/models/v1' },
+    plan,
+    stableReplicas: 4,
+    ...overrides,
+  };
+  return wf.env.client.workflow.start('canaryRolloutWorkflow', {
+    taskQueue,
+    workflowId: `rollout-${randomUUID()}`,
+    args: [input],
+  });
+}
+
+/** Lets workflow time pass (the server skips it), so the rollout moves while the test watches. */
+const pass = (duration: string) => wf.env.sleep(duration);
+
+describe('canaryRolloutWorkflow', () => {
+  it('promotes a healthy canary after every step, moving its weight step by step', async () => {
+    const cluster = new FakeCluster();
+    cluster.canary.traffic = { requests: 0, errors: 0 };
+    await wf.withWorker(cluster, async (tq) => {
+      const handle = await start(tq);
+      await pass('1 minute');
+      expect(await handle.query(rolloutStateQuery)).toMatchObject({
+        phase: 'Progressing',
+        step: 1,
+        weight: 10,
+        pauseSecondsLeft: expect.any(Number),
+      });
+      // The canary serves: 200 requests, 2 of them 5xx (1 %), in each step.
+      cluster.canary.traffic = { requests: 200, errors: 2 };
+      await pass('6 minutes');
+      cluster.canary.traffic = { requests: 400, errors: 4 };
+      const result: RolloutResult = await handle.result();
+      expect(result).toMatchObject({ outcome: 'Promoted', message: 'every step passed (2)' });
+      expect(cluster.canary.weights).toEqual([10, 50]);
+      // 10 % and 50 % of 4 stable replicas, rounded up.
+      expect(cluster.canary.replicas).toBe(2);
+      // The model's workflow makes the revision stable, then removes the canary: traffic stays on it until then.
+      expect(cluster.canary.removed).toBe(0);
+      expect(result.view.verdicts).toContain(
+        'step 1 (10%): canary 1 of 1 ready; 2 of 200 requests answered 5xx (1%, at most 5%)',
+      );
+    });
+  });
+
+  it('rolls back at once when the canary starts crashing in a pause, naming the check', async () => {
+    const cluster = new FakeCluster();
+    await wf.withWorker(cluster, async (tq) => {
+      const handle = await start(tq);
+      await pass('1 minute');
+      cluster.canary.trouble = {
+        kind: 'crash-loop',
+        pods: 1,
+        container: 'model',
+        restarts: 2,
+        lastReason: 'OOMKilled',
+        exitCode: 137,
+        memoryLimit: '1Gi',
+      };
+      const result = await handle.result();
+      expect(result).toMatchObject({ outcome: 'RolledBack', check: 'Ready' });
+      expect(result.message).toBe(
+        'rolled back at step 1 (10%): canary not ready: container model keeps crashing (2 restarts, 1 pod): last killed for using more memory than its limit of 1Gi (OOMKilled)',
+      );
+      // All traffic back to stable before the canary goes.
+      expect(cluster.canary.weights).toEqual([10, 0]);
+      expect(cluster.canary.removed).toBe(1);
+    });
+  });
+
+  it('never sends traffic to a canary that does not become ready', async () => {
+    const cluster = new FakeCluster();
+    cluster.canary.trouble = {
+      kind: 'image-pull',
+      pods: 1,
+      container: 'model',
+      image: 'reg/m:v2',
+      reason: 'ImagePullBackOff',
+      message: 'not found',
+    };
+    await wf.withWorker(cluster, async (tq) => {
+      const result = await (await start(tq)).result();
+      expect(result).toMatchObject({ outcome: 'RolledBack', check: 'Ready' });
+      expect(cluster.canary.weights).toEqual([0]);
+    });
+  });
+
+  it("rolls back when the canary's error rate over a step is too high, with the numbers", async () => {
+    const cluster = new FakeCluster();
+    cluster.canary.traffic = { requests: 1000, errors: 50 };
+    await wf.withWorker(cluster, async (tq) => {
+      const handle = await start(tq);
+      await pass('1 minute');
+      // 100 requests in the step, 9 of them 5xx: counted from the step's start, not since the canary began.
+      cluster.canary.traffic = { requests: 1100, errors: 59 };
+      const result = await handle.result();
+      expect(result).toMatchObject({
+        outcome: 'RolledBack',
+        check: 'ErrorRate',
+        message:
+          'rolled back at step 1 (10%): canary error rate too high: 9 of 100 requests answered 5xx (9%, at most 5%)',
+      });
+      expect(cluster.canary.weights).toEqual([10, 0]);
+    });
+  });
+
+  it('with onFailure: Pause, holds for a person, who tries the step again and then promotes', async () => {
+    const cluster = new FakeCluster();
+    cluster.canary.traffic = { requests: 0, errors: 0 };
+    await wf.withWorker(cluster, async (tq) => {
+      const handle = await start(tq, { plan: { ...plan, onFailure: 'Pause' } });
+      await pass('1 minute');
+      cluster.canary.traffic = { requests: 100, errors: 50 };
+      await pass('10 minutes');
+      const held = await handle.query(rolloutStateQuery);
+      expect(held).toMatchObject({ phase: 'Paused', pausedBy: 'analysis', step: 1, weight: 10 });
+      expect(held.message).toContain('50 of 100 requests answered 5xx');
+      // Hours later, still held: a failed check never moves on by itself.
+      await pass('3 hours');
+      expect((await handle.query(rolloutStateQuery)).phase).toBe('Paused');
+
+      const resumed = await handle.executeUpdate(resumeUpdate, { args: [{ by: 'alice' }] });
+      expect(resumed.phase).toBe('Progressing');
+      await pass('1 minute');
+      const promoted = await handle.executeUpdate(promoteUpdate, { args: [{ by: 'alice' }] });
+      expect(promoted.verdicts).toContain('promotion asked by alice');
+      expect(await handle.result()).toMatchObject({ outcome: 'Promoted', message: 'promoted by a person at step 1' });
+    });
+  });
+
+  it('leaves too few requests to judge to a person', async () => {
+    const cluster = new FakeCluster();
+    cluster.canary.traffic = { requests: 0, errors: 0 };
+    await wf.withWorker(cluster, async (tq) => {
+      const handle = await start(tq);
+      await pass('1 minute');
+      cluster.canary.traffic = { requests: 3, errors: 0 };
+      await pass('6 minutes');
+      expect(await handle.query(rolloutStateQuery)).toMatchObject({
+        phase: 'Paused',
+        pausedBy: 'analysis',
+        message:
+          'step 1 (10%): canary 1 of 1 ready; 3 requests in this step, fewer than the 20 needed to judge its error rate; promote, resume or abort',
+      });
+      await handle.executeUpdate(abortUpdate, { args: [{ by: 'bob' }] });
+      expect(await handle.result()).toMatchObject({ outcome: 'Aborted', message: 'aborted by a person' });
+      expect(cluster.canary.weights).toEqual([10, 0]);
+      expect(cluster.canary.removed).toBe(1);
+    });
+  });
+
+  it("pauses and resumes with the pause's time left kept", async () => {
+    const cluster = new FakeCluster();
+    await wf.withWorker(cluster, async (tq) => {
+      const handle = await start(tq, { plan: { strategy: 'Canary', steps: [{ weight: 20, pause: '10m' }] } });
+      await pass('4 minutes');
+      const paused = await handle.executeUpdate(pauseUpdate, { args: [{ by: 'carol' }] });
+      expect(paused).toMatchObject({ phase: 'Paused', pausedBy: 'person' });
+      const left = paused.pauseSecondsLeft!;
+      expect(left).toBeGreaterThan(5 * 60);
+      expect(left).toBeLessThanOrEqual(6 * 60 + 30);
+      await pass('2 hours');
+      expect((await handle.query(rolloutStateQuery)).pauseSecondsLeft).toBe(left);
+      const resumed = await handle.executeUpdate(resumeUpdate, { args: [{ by: 'carol' }] });
+      expect(resumed.phase).toBe('Progressing');
+      expect(resumed.pauseSecondsLeft).toBe(left);
+      expect(await handle.result()).toMatchObject({ outcome: 'Promoted' });
+      expect(cluster.canary.weights).toEqual([20]);
+    });
+  });
+
+  it('withdraws the canary when cancelled (a newer revision, or the model deleted)', async () => {
+    const cluster = new FakeCluster();
+    await wf.withWorker(cluster, async (tq) => {
+      const handle = await start(tq);
+      await pass('1 minute');
+      await handle.cancel();
+      await expect(handle.result()).rejects.toBeInstanceOf(WorkflowFailedError);
+      expect(cluster.canary.weights).toEqual([10, 0]);
+      expect(cluster.canary.removed).toBe(1);
+    });
+  });
+
+  it('refuses commands once the rollout has ended', async () => {
+    const cluster = new FakeCluster();
+    await wf.withWorker(cluster, async (tq) => {
+      const handle = await start(tq, { plan: { strategy: 'Canary', steps: [{ weight: 20 }] } });
+      expect(await handle.result()).toMatchObject({ outcome: 'Promoted' });
+      // A completed workflow takes no updates at all; the validator covers the instant before it completes.
+      await expect(handle.executeUpdate(abortUpdate, { args: [{}] })).rejects.toThrow();
+    });
+  });
+});

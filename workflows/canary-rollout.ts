@@ -1,0 +1,271 @@
+// A canary rollout of one new model revision, as a durable workflow: orchestration only. Started by
+// the model's workflow; every Kubernetes and gateway step is an activity (activities/canary.ts),
+// every verdict a pure function (src/core/rollout.ts). docs/rollouts.md tells the design.
+//
+// The story of a step: size the canary for the step's weight and wait until it is ready (a canary
+// that needs a person fails at once); only then send it the step's share of the requests; hold for
+// the step's pause, a durable timer, looking at the canary's health as it goes; at the end judge its
+// error rate over the step's requests. Every step passed: the revision is promoted, and the model's
+// workflow makes it stable. A failed check rolls back (or pauses, as the plan says). People promote,
+// abort, pause and resume with updates that answer at once with the rollout's view.
+import {
+  CancellationScope,
+  condition,
+  getExternalWorkflowHandle,
+  isCancellation,
+  setCurrentDetails,
+  setHandler,
+  workflowInfo,
+} from '@temporalio/workflow';
+import {
+  canaryReplicas,
+  durationSeconds,
+  judgeCanary,
+  type CanaryHealth,
+  type CanaryVerdict,
+  type TrafficSample,
+} from '../src/core/rollout.js';
+import {
+  abortUpdate,
+  pauseUpdate,
+  promoteUpdate,
+  resumeUpdate,
+  rolloutReportSignal,
+  rolloutStateQuery,
+  type CanaryRolloutInput,
+  type RolloutCommand,
+  type RolloutResult,
+  type RolloutView,
+} from './rollout-definitions.js';
+import { step } from './steps.js';
+
+/** How long to wait for a canary that is still loading before looking again, at most. */
+const readinessCheckMaxSeconds = 30;
+const keptVerdicts = 10;
+
+type Ending = { outcome: RolloutResult['outcome']; check?: RolloutResult['check']; message: string };
+
+export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<RolloutResult> {
+  const { ref, revision, plan } = input;
+  const label = `${ref.namespace}/${ref.name}`;
+  const checkSeconds = input.checkSeconds ?? 30;
+  const view: RolloutView = {
+    revision,
+    stable: input.stable,
+    phase: 'Progressing',
+    step: 0,
+    steps: plan.steps.length,
+    weight: 0,
+    verdicts: [],
+  };
+  /** A person's request, which the story reads at its next wake. */
+  const asked = { promote: false, abort: false };
+  const personActed = () => asked.promote || asked.abort;
+  /** Workflow time (ms) the current pause ends, while it runs. */
+  let pauseEndsAt: number | undefined;
+  /** The pause's time left (ms), kept while the rollout is paused. */
+  let frozenMs: number | undefined;
+
+  const secondsLeft = () =>
+    pauseEndsAt === undefined ? undefined : Math.max(0, Math.ceil((pauseEndsAt - Date.now()) / 1000));
+  const snapshot = (): RolloutView => {
+    const left = frozenMs !== undefined ? Math.ceil(frozenMs / 1000) : secondsLeft();
+    return { ...view, ...(left !== undefined ? { pauseSecondsLeft: left } : {}), verdicts: [...view.verdicts] };
+  };
+  const note = (line: string) => {
+    view.verdicts = [...view.verdicts, line].slice(-keptVerdicts);
+  };
+  const details = () =>
+    setCurrentDetails(
+      `**${label}** rollout of \`${revision.image}\` (${revision.modelPath}) · **${view.phase}**` +
+        ` · step ${view.step} of ${view.steps} · canary ${view.weight}%` +
+        (view.message ? `\n\n${view.message}` : ''),
+    );
+
+  function pauseNow(by: 'person' | 'analysis', why: string) {
+    if (view.phase !== 'Paused' && pauseEndsAt !== undefined) frozenMs = Math.max(0, pauseEndsAt - Date.now());
+    pauseEndsAt = undefined;
+    view.phase = 'Paused';
+    view.pausedBy = by;
+    view.message = why;
+    note(why);
+  }
+
+  function resumeNow(why: string) {
+    if (frozenMs !== undefined) pauseEndsAt = Date.now() + frozenMs;
+    frozenMs = undefined;
+    view.phase = 'Progressing';
+    view.pausedBy = undefined;
+    view.message = undefined;
+    note(why);
+  }
+
+  const whoAsked = (cmd: RolloutCommand) => cmd.by ?? 'a person';
+  const refuseWhenFinished = (_cmd: RolloutCommand) => {
+    if (view.phase === 'Promoted' || view.phase === 'RolledBack' || view.phase === 'Aborted') {
+      throw new Error(`the rollout of ${label} has ended (${view.phase})`);
+    }
+  };
+  setHandler(rolloutStateQuery, snapshot);
+  setHandler(
+    promoteUpdate,
+    (cmd) => {
+      asked.promote = true;
+      note(`promotion asked by ${whoAsked(cmd)}`);
+      return snapshot();
+    },
+    { validator: refuseWhenFinished },
+  );
+  setHandler(
+    abortUpdate,
+    (cmd) => {
+      asked.abort = true;
+      note(`abort asked by ${whoAsked(cmd)}`);
+      return snapshot();
+    },
+    { validator: refuseWhenFinished },
+  );
+  setHandler(
+    pauseUpdate,
+    (cmd) => {
+      if (view.phase !== 'Paused') pauseNow('person', `paused by ${whoAsked(cmd)}`);
+      return snapshot();
+    },
+    { validator: refuseWhenFinished },
+  );
+  setHandler(
+    resumeUpdate,
+    (cmd) => {
+      if (view.phase === 'Paused') resumeNow(`resumed by ${whoAsked(cmd)}`);
+      return snapshot();
+    },
+    { validator: refuseWhenFinished },
+  );
+
+  /** Tells the model's workflow (status.rollout) when the step, the weight or the phase changed. */
+  let reported = '';
+  async function report(result?: RolloutResult) {
+    const parent = workflowInfo().parent;
+    const now = `${view.step}/${view.weight}/${view.phase}/${view.message ?? ''}`;
+    if (!parent || (now === reported && !result)) return;
+    reported = now;
+    await getExternalWorkflowHandle(parent.workflowId).signal(rolloutReportSignal, { view: snapshot(), result });
+  }
+
+  /** Waits `seconds`, or while paused until a person resumes; a person's promote or abort ends it early. */
+  async function hold(seconds: number, summary: string): Promise<void> {
+    details();
+    await report();
+    if (view.phase === 'Paused') {
+      await condition(() => view.phase !== 'Paused' || personActed());
+      return;
+    }
+    await condition(() => view.phase === 'Paused' || personActed(), `${seconds} seconds`, { summary });
+  }
+
+  const health = (replicas: number): Promise<CanaryHealth> =>
+    step('applyCanary', `canary of ${label}: ${replicas} × ${revision.image}`, { ref, revision, replicas });
+  const traffic = (): Promise<TrafficSample | undefined> =>
+    step('canaryTraffic', "read the canary's requests on the gateway", { ref });
+  async function setWeight(weight: number) {
+    await step('setCanaryWeight', `send ${weight}% of ${label}'s requests to the canary`, { ref, weight });
+    view.weight = weight;
+  }
+
+  /** The canary sized for the step, once ready; or the check it failed. */
+  async function canaryReady(replicas: number): Promise<CanaryVerdict> {
+    for (let wait = 2; ; wait = Math.min(wait * 2, readinessCheckMaxSeconds)) {
+      const verdict = judgeCanary(plan.analysis, await health(replicas), false);
+      if (verdict.kind !== 'waiting' || personActed()) return verdict;
+      view.message = verdict.detail;
+      await hold(wait, `wait for the canary: ${verdict.detail}`);
+    }
+  }
+
+  /** One try of a step: ready, the weight, the pause (watching the canary's health), the verdict. */
+  async function tryStep(weight: number, pauseSeconds: number, stepLabel: string): Promise<CanaryVerdict> {
+    const replicas = canaryReplicas(input.stableReplicas, weight);
+    const ready = await canaryReady(replicas);
+    if (ready.kind === 'failed' || personActed()) return ready;
+    await setWeight(weight);
+    const before = await traffic();
+    pauseEndsAt = Date.now() + pauseSeconds * 1000;
+    while (view.phase === 'Paused' || secondsLeft()! > 0) {
+      const left = secondsLeft() ?? 0;
+      await hold(Math.min(checkSeconds, left), `${stepLabel}: pause, ${left} s left`);
+      if (personActed()) return ready;
+      const now = judgeCanary(plan.analysis, await health(replicas), false);
+      if (now.kind === 'failed') return now;
+    }
+    pauseEndsAt = undefined;
+    const after = await traffic();
+    const sample =
+      before && after ? { requests: after.requests - before.requests, errors: after.errors - before.errors } : after;
+    return judgeCanary(plan.analysis, { ...(await health(replicas)), traffic: sample }, true);
+  }
+
+  /** One step; how the rollout ends, when it ends in this step. */
+  async function runStep(index: number): Promise<Ending | undefined> {
+    const { weight, pause } = plan.steps[index]!;
+    view.step = index + 1;
+    const stepLabel = `step ${view.step} (${weight}%)`;
+    for (;;) {
+      const verdict = await tryStep(weight, pause ? durationSeconds(pause)! : 0, stepLabel);
+      if (personActed()) return undefined;
+      switch (verdict.kind) {
+        case 'healthy':
+          note(`${stepLabel}: ${verdict.detail}`);
+          return undefined;
+        case 'inconclusive':
+          // A person's resume accepts the step.
+          pauseNow('analysis', `${stepLabel}: ${verdict.detail}; promote, resume or abort`);
+          await hold(0, 'wait for a person');
+          return undefined;
+        case 'failed': {
+          const why = `${stepLabel}: ${verdict.message}`;
+          if (plan.onFailure !== 'Pause') {
+            note(why);
+            return { outcome: 'RolledBack', check: verdict.check, message: `rolled back at ${why}` };
+          }
+          // A person's resume tries the step again from its start.
+          pauseNow('analysis', `${why}; paused for a person (onFailure: Pause)`);
+          await hold(0, 'wait for a person');
+          if (personActed()) return undefined;
+          break;
+        }
+        case 'waiting':
+          return undefined;
+      }
+    }
+  }
+
+  /** All traffic back to the stable revision, then the canary goes: no request reaches a removed canary. */
+  async function withdrawCanary() {
+    await setWeight(0);
+    await step('removeCanary', `remove the canary of ${label}`, { ref });
+  }
+
+  let ending: Ending | undefined;
+  try {
+    for (let i = 0; i < plan.steps.length && !ending; i++) {
+      ending = await runStep(i);
+      if (asked.abort) ending = { outcome: 'Aborted', message: 'aborted by a person' };
+      else if (asked.promote) ending = { outcome: 'Promoted', message: `promoted by a person at step ${view.step}` };
+    }
+    ending ??= { outcome: 'Promoted', message: `every step passed (${plan.steps.length})` };
+    if (ending.outcome !== 'Promoted') await withdrawCanary();
+  } catch (err) {
+    // Cancelled: a newer revision, or the model deleted. The canary takes no traffic from here on.
+    if (isCancellation(err)) await CancellationScope.nonCancellable(withdrawCanary);
+    throw err;
+  }
+  view.phase = ending.outcome;
+  view.message = ending.message;
+  pauseEndsAt = undefined;
+  frozenMs = undefined;
+  note(ending.message);
+  details();
+  const result: RolloutResult = { ...ending, revision, view: snapshot() };
+  await report(result);
+  return result;
+}

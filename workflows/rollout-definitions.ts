@@ -1,0 +1,84 @@
+// The canary rollout workflow's contract: its input and result, the updates people send it (mmctl
+// rollout, the Web UI) and the view it answers with. Workflow-safe.
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+import type { ModelRef, RolloutSpec } from '../src/core/api.js';
+import type { Revision } from '../src/core/rollout.js';
+
+export const rolloutWorkflowType = 'canaryRolloutWorkflow';
+
+/** One rollout per model and revision: a new revision is a new workflow. */
+export function rolloutWorkflowId(model: Pick<ModelRef, 'namespace' | 'name'>, revisionName: string): string {
+  return `machinemodel/${model.namespace}/${model.name}/rollout/${revisionName}`;
+}
+
+export interface CanaryRolloutInput {
+  ref: ModelRef;
+  /** The new revision, which the canary runs. */
+  revision: Revision;
+  /** The revision the stable Deployment runs, which takes all traffic back on a rollback. */
+  stable: Revision;
+  plan: RolloutSpec;
+  /** The stable Deployment's replicas when the rollout began: the canary's size follows from each step's weight. */
+  stableReplicas: number;
+  /** How often a pause looks at the canary's health (a crash fails the step at once, not at its end). */
+  checkSeconds?: number;
+}
+
+export type RolloutPhase = 'Progressing' | 'Paused' | 'Promoted' | 'RolledBack' | 'Aborted';
+
+/** What `mmctl rollout status` shows, and every update answers with. */
+export interface RolloutView {
+  revision: Revision;
+  stable: Revision;
+  phase: RolloutPhase;
+  /** 1-based; 0 before the first step. */
+  step: number;
+  steps: number;
+  /** Percent of requests the canary serves now. */
+  weight: number;
+  /** Who holds a paused rollout: a person (pause), or an analysis that asks one (onFailure: Pause, too few requests). */
+  pausedBy?: 'person' | 'analysis';
+  /** Seconds left in the current step's pause; frozen while paused. */
+  pauseSecondsLeft?: number;
+  /** The last verdicts, newest last: "step 1 (10%): canary 1 of 1 ready; 0 of 120 requests answered 5xx (0%, at most 5%)". */
+  verdicts: string[];
+  message?: string;
+}
+
+/** What the model's workflow keeps of its latest rollout, across continue-as-new. */
+export interface RolloutState {
+  workflowId: string;
+  revision: Revision;
+  stable: Revision;
+  running: boolean;
+  view?: RolloutView;
+  result?: Pick<RolloutResult, 'outcome' | 'check' | 'message'>;
+}
+
+/** How a rollout ended; the model's workflow acts on it (a promoted revision becomes stable). */
+export interface RolloutResult {
+  outcome: 'Promoted' | 'RolledBack' | 'Aborted';
+  revision: Revision;
+  /** For a rollback: which check failed, with its numbers. */
+  check?: 'Ready' | 'ErrorRate';
+  message: string;
+  view: RolloutView;
+}
+
+export interface RolloutCommand {
+  /** Who asked, for the story ("mmctl", "web-ui", a user name). */
+  by?: string;
+}
+
+export const rolloutStateQuery = defineQuery<RolloutView>('rolloutState');
+/** Skip the remaining steps and pauses: the canary's revision becomes stable. */
+export const promoteUpdate = defineUpdate<RolloutView, [RolloutCommand]>('promote');
+/** Stop: all traffic back to the stable revision, the canary removed; the rollout ends Aborted. */
+export const abortUpdate = defineUpdate<RolloutView, [RolloutCommand]>('abort');
+/** Hold the current step (its pause's time left frozen) until resumed. */
+export const pauseUpdate = defineUpdate<RolloutView, [RolloutCommand]>('pause');
+/** Go on from where it was paused: the same step, the time that was left. */
+export const resumeUpdate = defineUpdate<RolloutView, [RolloutCommand]>('resume');
+
+/** From a rollout to its model's workflow: how it stands (each step, pause, resume), and at the end how it ended. */
+export const rolloutReportSignal = defineSignal<[{ view: RolloutView; result?: RolloutResult }]>('rolloutReport');
