@@ -1,0 +1,79 @@
+// A rollout outlives the operator process that runs it: two replicas share the task queue, one is
+// killed (SIGKILL) in the middle of a pause, and the other finishes the rollout at the same step with
+// the time the pause had left: its timers add up to the pause once, and no step is taken twice.
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, expect, inject, it } from 'vitest';
+import type { RolloutSpec } from '../../src/core/api.js';
+import { kubectlFor } from '../support/cluster.js';
+import { eventually } from '../support/eventually.js';
+import { machineModel } from '../support/models.js';
+import {
+  installCrds,
+  startOperatorProcess,
+  temporalClient,
+  type OperatorProcess,
+} from '../support/operator-process.js';
+
+const stack = inject('stack');
+const k = kubectlFor(stack);
+const taskQueue = `mmo-${randomUUID()}`;
+let ns: string;
+const operators: OperatorProcess[] = [];
+
+const pauseSeconds = 60;
+const plan: RolloutSpec = { strategy: 'Canary', steps: [{ weight: 50, pause: `${pauseSeconds}s` }] };
+const status = () => k.get('machinemodel', ns, 'durable')?.status;
+
+beforeAll(() => {
+  installCrds(stack);
+  ns = k.createNamespace('rollout-durability');
+  const env = { MMO_NAMESPACES: ns, MMO_TASK_QUEUE: taskQueue };
+  operators.push(startOperatorProcess(stack, env, 'rollout-a'), startOperatorProcess(stack, env, 'rollout-b'));
+});
+
+afterAll(async () => {
+  for (const o of operators) await o.stop();
+});
+
+it('finishes a rollout whose operator was killed in the middle of a pause, at the same step, with the time it had left', async () => {
+  k.apply(machineModel(ns, 'durable', { image: 'registry.example/m:1', replicas: 1, rollout: plan }));
+  await eventually('v1 Ready', () => (status()?.phase === 'Ready' ? true : undefined), 120_000);
+  k.apply(machineModel(ns, 'durable', { image: 'registry.example/m:2', replicas: 1, rollout: plan }));
+  const workflowId = await eventually(
+    'the canary at 50 %',
+    () => (status()?.rollout?.weight === 50 ? (status()!.rollout!.workflowId as string) : undefined),
+    120_000,
+  );
+
+  await operators[0]!.kill();
+  await eventually(
+    'promoted by the other replica',
+    () => (status()?.rollout?.phase === 'Promoted' && status()?.phase === 'Ready' ? true : undefined),
+    (pauseSeconds + 90) * 1000,
+  );
+
+  const client = await temporalClient(stack);
+  try {
+    const handle = client.workflow.getHandle(workflowId);
+    const events = (await handle.fetchHistory()).events ?? [];
+    const scheduled = (name: string) =>
+      events.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === name).length;
+    // The canary got its share once: the rollout did not start over on the other replica.
+    expect(scheduled('setCanaryWeight')).toBe(1);
+    // The pause is timers of at most the health-check interval; after the weight was set they add
+    // up to the pause exactly once (a pause begun again after the kill would add up to more).
+    const weightSetAt = events.findIndex(
+      (e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'setCanaryWeight',
+    );
+    const pauseTimers = events
+      .slice(weightSetAt)
+      .flatMap((e) => (e.timerStartedEventAttributes ? [e.timerStartedEventAttributes.startToFireTimeout] : []))
+      .map((d) => Number(String(d?.seconds ?? 0)) + (d?.nanos ?? 0) / 1e9);
+    expect(pauseTimers.reduce((a, b) => a + b, 0)).toBeCloseTo(pauseSeconds, 0);
+    // One run of the rollout's workflow, completed.
+    expect((await handle.describe()).status.name).toBe('COMPLETED');
+    expect(events.filter((e) => e.workflowExecutionContinuedAsNewEventAttributes)).toEqual([]);
+  } finally {
+    await client.connection.close();
+  }
+}, 300_000);
