@@ -13,6 +13,7 @@ import {
   condition,
   getExternalWorkflowHandle,
   isCancellation,
+  proxySinks,
   setCurrentDetails,
   setHandler,
   workflowInfo,
@@ -37,7 +38,13 @@ import {
   type RolloutResult,
   type RolloutView,
 } from './rollout-definitions.js';
+import type { ReconcileSinks } from './definitions.js';
 import { step } from './steps.js';
+
+const { metrics } = proxySinks<ReconcileSinks>();
+
+/** Workflow time since the rollout started. */
+const runSeconds = () => (Date.now() - workflowInfo().startTime.getTime()) / 1000;
 
 /** How long to wait for a canary that is still loading before looking again, at most. */
 const readinessCheckMaxSeconds = 30;
@@ -256,7 +263,10 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
     if (ending.outcome !== 'Promoted') await withdrawCanary();
   } catch (err) {
     // Cancelled: a newer revision, or the model deleted. The canary takes no traffic from here on.
-    if (isCancellation(err)) await CancellationScope.nonCancellable(withdrawCanary);
+    if (isCancellation(err)) {
+      await CancellationScope.nonCancellable(withdrawCanary);
+      metrics.rolloutEnded('Cancelled', runSeconds());
+    }
     throw err;
   }
   view.phase = ending.outcome;
@@ -265,6 +275,7 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
   frozenMs = undefined;
   note(ending.message);
   details();
+  metrics.rolloutEnded(ending.outcome, runSeconds());
   const result: RolloutResult = { ...ending, revision, view: snapshot() };
   await report(result);
   return result;

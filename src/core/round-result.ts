@@ -19,8 +19,10 @@ export function roundResultOf(round: { finished: boolean; phase?: Phase; requeue
   }
 }
 
-/** What the workflow tells the worker process about its rounds (a Temporal sink: never called on replay). */
+/** What the workflows tell the worker process about their rounds and rollouts (a Temporal sink: never called on replay). */
 export type RoundMetricsSink = {
   roundStarted(): void;
   roundFinished(result: RoundResult): void;
+  /** A canary rollout ended (Promoted, RolledBack, Aborted, Cancelled) after `seconds` of workflow time. */
+  rolloutEnded(outcome: string, seconds: number): void;
 };

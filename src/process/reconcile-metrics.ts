@@ -26,6 +26,8 @@ export class ReconcileMetrics {
   private readonly roundSeconds: Histogram<'result'>;
   private readonly attempts: Counter<'activity' | 'local' | 'result'>;
   private readonly gatewayCalls: Counter<'call' | 'result'>;
+  private readonly rollouts: Counter<'outcome'>;
+  private readonly rolloutSeconds: Histogram<'outcome'>;
   /** Wall-clock start of the round in progress, by workflow run. */
   private readonly started = new Map<string, number>();
 
@@ -56,6 +58,19 @@ export class ReconcileMetrics {
       labelNames: ['call', 'result'],
       registers,
     });
+    this.rollouts = new Counter({
+      name: 'machinemodel_operator_rollouts_total',
+      help: 'Canary rollouts that ended, by outcome: Promoted, RolledBack, Aborted, Cancelled (a newer revision, or the model deleted)',
+      labelNames: ['outcome'],
+      registers,
+    });
+    this.rolloutSeconds = new Histogram({
+      name: 'machinemodel_operator_rollout_duration_seconds',
+      help: 'How long canary rollouts ran, from their start to their end, by outcome',
+      labelNames: ['outcome'],
+      buckets: [10, 60, 300, 900, 1800, 3600, 7200, 21600, 86400],
+      registers,
+    });
   }
 
   /** The workflow's sink. Not called on replay, so a round counts once however often it is replayed. */
@@ -73,6 +88,13 @@ export class ReconcileMetrics {
             this.started.delete(info.runId);
             // A round begun before this worker took the workflow over has no start here.
             if (start !== undefined) this.roundSeconds.observe({ result }, (performance.now() - start) / 1000);
+          },
+          callDuringReplay: false,
+        },
+        rolloutEnded: {
+          fn: (_info, outcome: string, seconds: number) => {
+            this.rollouts.inc({ outcome });
+            this.rolloutSeconds.observe({ outcome }, seconds);
           },
           callDuringReplay: false,
         },

@@ -1,7 +1,9 @@
 // A rollout outlives the operator process that runs it: two replicas share the task queue, one is
 // killed (SIGKILL) in the middle of a pause, and the other finishes the rollout at the same step with
-// the time the pause had left: its timers add up to the pause once, and no step is taken twice.
+// the time the pause had left: its timers add up to the pause once, and no step is taken twice. The
+// replica that ends it counts the rollout in its metrics.
 import { randomUUID } from 'node:crypto';
+import { freePort } from '../../tools/local-stack/processes.js';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import type { RolloutSpec } from '../../src/core/api.js';
 import { kubectlFor } from '../support/cluster.js';
@@ -9,6 +11,7 @@ import { eventually } from '../support/eventually.js';
 import { machineModel } from '../support/models.js';
 import {
   installCrds,
+  operatorMetric,
   startOperatorProcess,
   temporalClient,
   type OperatorProcess,
@@ -19,16 +22,21 @@ const k = kubectlFor(stack);
 const taskQueue = `mmo-${randomUUID()}`;
 let ns: string;
 const operators: OperatorProcess[] = [];
+let survivorMetrics: number;
 
 const pauseSeconds = 60;
 const plan: RolloutSpec = { strategy: 'Canary', steps: [{ weight: 50, pause: `${pauseSeconds}s` }] };
 const status = () => k.get('machinemodel', ns, 'durable')?.status;
 
-beforeAll(() => {
+beforeAll(async () => {
   installCrds(stack);
   ns = k.createNamespace('rollout-durability');
+  survivorMetrics = await freePort();
   const env = { MMO_NAMESPACES: ns, MMO_TASK_QUEUE: taskQueue };
-  operators.push(startOperatorProcess(stack, env, 'rollout-a'), startOperatorProcess(stack, env, 'rollout-b'));
+  operators.push(
+    startOperatorProcess(stack, env, 'rollout-a'),
+    startOperatorProcess(stack, { ...env, MMO_METRICS_PORT: String(survivorMetrics) }, 'rollout-b'),
+  );
 });
 
 afterAll(async () => {
@@ -73,6 +81,12 @@ it('finishes a rollout whose operator was killed in the middle of a pause, at th
     // One run of the rollout's workflow, completed.
     expect((await handle.describe()).status.name).toBe('COMPLETED');
     expect(events.filter((e) => e.workflowExecutionContinuedAsNewEventAttributes)).toEqual([]);
+    // The rollout's last workflow task ran on the survivor.
+    const promoted = 'machinemodel_operator_rollouts_total{outcome="Promoted"}';
+    expect(await operatorMetric(survivorMetrics, promoted)).toBe(1);
+    expect(
+      await operatorMetric(survivorMetrics, 'machinemodel_operator_rollout_duration_seconds_count{outcome="Promoted"}'),
+    ).toBe(1);
   } finally {
     await client.connection.close();
   }
