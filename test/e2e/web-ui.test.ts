@@ -3,12 +3,13 @@ import path from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { chromiumArgs, ensureChromium } from '../../tools/local-stack/browser.js';
-import { workflowIdFor } from '../../src/core/api.js';
+import { workflowIdFor, type RolloutSpec } from '../../src/core/api.js';
 import { kubectlFor } from '../support/cluster.js';
 import { eventually } from '../support/eventually.js';
 import { machineModel } from '../support/models.js';
 import type { Client } from '@temporalio/client';
 import { stateQuery } from '../../workflows/definitions.js';
+import { promoteUpdate } from '../../workflows/rollout-definitions.js';
 import {
   installCrds,
   startOperatorProcess,
@@ -19,6 +20,8 @@ import {
 const stack = inject('stack');
 /** The README's screenshot of the history is this file, from a run of this test (docs/web-ui-history.png). */
 const screenshot = path.join(stack.stateDir, 'web-ui-history.png');
+/** docs/rollouts.md's screenshot of a rollout's story, likewise (docs/web-ui-rollout.png). */
+const rolloutScreenshot = path.join(stack.stateDir, 'web-ui-rollout.png');
 const k = kubectlFor(stack);
 let browser: Browser;
 let operator: OperatorProcess;
@@ -81,6 +84,37 @@ describe('the Temporal Web UI, in a real browser', () => {
     }
     expect(await page.getByText('machineModelWorkflow').count()).toBeGreaterThan(0);
     await page.screenshot({ path: screenshot, fullPage: true });
+    await page.close();
+  });
+
+  it("tells a canary rollout's story: the canary, its weight, its pause, and a person's promotion", async () => {
+    const plan: RolloutSpec = { strategy: 'Canary', steps: [{ weight: 50, pause: '10m' }] };
+    const v2 = 'registry.example.com/models/classifier:v2';
+    k.apply(machineModel(ns, 'canaried', { rollout: plan }));
+    await eventually('v1 Ready', () => (k.phaseOf(ns, 'canaried') === 'Ready' ? true : undefined), 60_000);
+    k.apply(machineModel(ns, 'canaried', { image: v2, rollout: plan }));
+    const workflowId = await eventually('the canary at 50 %', () => {
+      const rollout = k.get('machinemodel', ns, 'canaried')?.status?.rollout;
+      return rollout?.weight === 50 ? (rollout.workflowId as string) : undefined;
+    });
+    await client.workflow.getHandle(workflowId).executeUpdate(promoteUpdate, { args: [{ by: 'the web ui test' }] });
+    await eventually('promoted', () =>
+      k.get('machinemodel', ns, 'canaried')?.status?.rollout?.phase === 'Promoted' ? true : undefined,
+    );
+    const page = await browser.newPage({ viewport: { width: 2400, height: 1300 } });
+    await page.goto(
+      `${stack.temporalUiUrl}/namespaces/${stack.temporalNamespace}/workflows/${encodeURIComponent(workflowId)}`,
+    );
+    await page.getByText('Event History').first().click();
+    for (const step of [
+      `canary of ${ns}/canaried: 1 × ${v2}`,
+      `send 50% of ${ns}/canaried's requests to the canary`,
+      'step 1 (50%): pause, 600 s left',
+    ]) {
+      await page.getByText(step).first().waitFor({ timeout: 30_000 });
+    }
+    expect(await page.getByText('canaryRolloutWorkflow').count()).toBeGreaterThan(0);
+    await page.screenshot({ path: rolloutScreenshot, fullPage: true });
     await page.close();
   });
 
