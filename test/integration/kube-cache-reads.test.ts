@@ -123,8 +123,9 @@ it('after a restart, the children its first list finds are as written: a round a
     const again = await applyChildrenActivity({ kube: restarted, build: defaultBuildOptions })(snapshot);
     expect(again.changes).toEqual([]);
     expect(again.written).toEqual([]);
-    // The Deployment, the Service, the autoscaler, and the Pods if the rollout is not yet Ready.
-    expect(restarted.reads.cache - before.cache).toBe(isReady(again.readiness!) ? 3 : 4);
+    // The Deployment, the Service, the autoscaler, the canary's Deployment (none: a canary left by an
+    // earlier rollout would be removed), and the Pods if the rollout is not yet Ready.
+    expect(restarted.reads.cache - before.cache).toBe(isReady(again.readiness!) ? 4 : 5);
     expect(restarted.reads.apiserver).toBe(before.apiserver);
   } finally {
     await its.stop();
