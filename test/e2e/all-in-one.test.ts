@@ -23,7 +23,7 @@ const stack = inject('stack');
 const k = kubectlFor(stack);
 const repo = (p: string) => fileURLToPath(new URL(`../../${p}`, import.meta.url));
 const overlay = path.join(stack.stateDir, `all-in-one-${randomUUID().slice(0, 8)}`);
-const ns = `served-${randomUUID().slice(0, 8)}`;
+let ns: string;
 const kubectl = (...args: string[]) => kubectlRun(stack, args);
 
 /** "name:tag" as kustomize's images field takes it. */
@@ -131,15 +131,9 @@ describe.skipIf(!stack.realNode)(
   () => {
     beforeAll(() => {
       installCrds(stack);
+      ns = k.createRealNodeNamespace('served');
       writeOverlay();
       temporalVolume();
-      kubectl('create', 'namespace', ns);
-      kubectl(
-        'annotate',
-        'namespace',
-        ns,
-        ...Object.entries(realNodeNamespaceAnnotations).map(([a, v]) => `${a}=${v}`),
-      );
       kubectl('apply', '--server-side', '-k', overlay);
     });
 

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { request } from '../../activities/gateway/http.js';
 import { misbehavingModelImage } from '../../tools/images/catalog.js';
 import { kubectlRun } from '../../tools/local-stack/stack.js';
-import { realNodeName, realNodeNamespaceAnnotations } from '../../tools/local-stack/real-node.js';
+import { realNodeName } from '../../tools/local-stack/real-node.js';
 import { digitsRequest, sampleDigits } from '../../tools/local-stack/sample-digits.js';
 import { conditionOf, kubectlFor } from '../support/cluster.js';
 import { CaddyProcess } from '../support/caddy-under-test.js';
@@ -52,10 +52,7 @@ describe.skipIf(!stack.realNode)(`models on the real node (${stack.simulatedOnly
   beforeAll(async () => {
     installCrds(stack);
     caddy = await CaddyProcess.create(stack);
-    ns = `real-${randomUUID().slice(0, 8)}`;
-    kubectlRun(stack, ['create', 'namespace', ns]);
-    const annotations = Object.entries(realNodeNamespaceAnnotations).map(([key, v]) => `${key}=${v}`);
-    kubectlRun(stack, ['annotate', 'namespace', ns, ...annotations]);
+    ns = k.createRealNodeNamespace('real');
     operator = startOperatorProcess(
       stack,
       {

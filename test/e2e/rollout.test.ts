@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { request } from '../../activities/gateway/http.js';
 import type { RolloutSpec } from '../../src/core/api.js';
 import { misbehavingModelImage } from '../../tools/images/catalog.js';
-import { realNodeName, realNodeNamespaceAnnotations } from '../../tools/local-stack/real-node.js';
+import { realNodeName } from '../../tools/local-stack/real-node.js';
 import { kubectlRun } from '../../tools/local-stack/stack.js';
 import { CaddyProcess } from '../support/caddy-under-test.js';
 import { conditionOf, kubectlFor } from '../support/cluster.js';
@@ -61,10 +61,7 @@ describe.skipIf(!stack.realNode)(`canary rollouts on the real node (${stack.simu
   beforeAll(async () => {
     installCrds(stack);
     caddy = await CaddyProcess.create(stack);
-    ns = `canary-${randomUUID().slice(0, 8)}`;
-    kubectlRun(stack, ['create', 'namespace', ns]);
-    const annotations = Object.entries(realNodeNamespaceAnnotations).map(([key, v]) => `${key}=${v}`);
-    kubectlRun(stack, ['annotate', 'namespace', ns, ...annotations]);
+    ns = k.createRealNodeNamespace('canary');
     operator = startOperatorProcess(
       stack,
       { MMO_NAMESPACES: ns, MMO_TASK_QUEUE: taskQueue, ...caddy.operatorEnv, MMO_CADDY_UPSTREAM: 'cluster-ip' },

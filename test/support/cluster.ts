@@ -3,6 +3,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import YAML from 'yaml';
+import { realNodeAnnotationArgs } from '../../tools/local-stack/real-node.js';
 import { kubectlRun, type StackInfo } from '../../tools/local-stack/stack.js';
 
 /** kubectl against the test stack, as a user would run it. */
@@ -36,6 +37,12 @@ export function kubectlFor(stack: StackInfo) {
     createNamespace(prefix: string): string {
       const ns = `${prefix}-${randomUUID().slice(0, 8)}`;
       kubectlRun(stack, ['create', 'namespace', ns]);
+      return ns;
+    },
+    /** A namespace whose Pods run on the stack's real node (tools/local-stack/real-node.ts). */
+    createRealNodeNamespace(prefix: string): string {
+      const ns = this.createNamespace(prefix);
+      kubectlRun(stack, ['annotate', 'namespace', ns, ...realNodeAnnotationArgs]);
       return ns;
     },
   };

@@ -28,6 +28,9 @@ export const realNodeNamespaceAnnotations = {
   ]),
 };
 
+/** The same, as `kubectl annotate` takes them. */
+export const realNodeAnnotationArgs = Object.entries(realNodeNamespaceAnnotations).map(([k, v]) => `${k}=${v}`);
+
 const debianPackages = ['runc', 'containernetworking-plugins', 'iptables', 'socat', 'buildah', 'mmdebstrap'];
 
 /** What the stack records of its real node, so that `down` (maybe of another process) can undo it. */

@@ -13,7 +13,7 @@ import { installRuntime, shutdownRequested } from '../../src/process/sdk-runtime
 import { request } from '../../activities/gateway/http.js';
 import { webUiLink } from '../../src/cli/web-ui.js';
 import { CaddyProcess } from './caddy-process.js';
-import { realNodeLabel, realNodeNamespaceAnnotations } from './real-node.js';
+import { realNodeAnnotationArgs, realNodeLabel } from './real-node.js';
 import { digitsRequest, sampleDigits } from './sample-digits.js';
 import { cpuUsageAnnotation } from './metrics-server.js';
 import { PrerequisiteError } from './install.js';
@@ -62,8 +62,7 @@ async function main(): Promise<void> {
   ).includes('True');
   if (realNode) {
     // The example's namespace runs on the real node; Caddy, on this host, reaches models by cluster IP.
-    const annotations = Object.entries(realNodeNamespaceAnnotations).map(([k, v]) => `${k}=${v}`);
-    kubectl('annotate', 'namespace', 'default', '--overwrite', ...annotations);
+    kubectl('annotate', 'namespace', 'default', '--overwrite', ...realNodeAnnotationArgs);
     process.env.MMO_CADDY_UPSTREAM ??= 'cluster-ip';
   }
   const gateway = process.env.MMO_GATEWAY ? undefined : await startGateway(stack);
