@@ -82,10 +82,17 @@ describe.skipIf(!stack.realNode)(`canary rollouts on the real node (${stack.simu
       () => (status()?.phase === 'Ready' && status()?.gatewayURL ? true : undefined),
       180_000,
     );
+    // Ready and published can come before kube-proxy routes the Service's cluster IP, which Caddy on
+    // this host dials: a first request may get 502 for a moment (seen on a fresh machine).
+    await eventually('v1 answering through the gateway', async () => ((await servedBy(1)).v1 ? true : undefined));
     expect(await servedBy(20)).toEqual({ v1: 20 });
 
     k.apply(model('/v2'));
     await eventually('the canary at 25 %', () => (status()?.rollout?.weight === 25 ? true : undefined), 180_000);
+    // Likewise for the canary's Service, the moment its share begins.
+    await eventually('the canary answering through the gateway', async () =>
+      (await servedBy(20)).v2 ? true : undefined,
+    );
     // Caddy's weighted round robin over the stable and canary Services: 25 % within 5 points.
     const counts = await servedBy(200);
     expect(Object.keys(counts).sort()).toEqual(['v1', 'v2']);
