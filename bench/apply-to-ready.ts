@@ -18,7 +18,7 @@ function quantile(xs: number[], q: number): number {
 }
 
 async function main(): Promise<void> {
-  const stack = await up({ stateDir, ports: 'auto', fresh: true, podMetrics: false });
+  const stack = await up({ stateDir, ports: 'auto', fresh: true, podMetrics: false, realNode: false });
   try {
     installCrds(stack);
     const ns = `bench-${randomUUID().slice(0, 6)}`;

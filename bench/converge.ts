@@ -66,7 +66,7 @@ function table(results: Partial<Record<ContenderName, ContenderResult>>): string
 }
 
 async function main(): Promise<void> {
-  const stack = await up({ stateDir, ports: 'auto', fresh: true, podMetrics: false, log });
+  const stack = await up({ stateDir, ports: 'auto', fresh: true, podMetrics: false, realNode: false, log });
   const results: Partial<Record<ContenderName, ContenderResult>> = {};
   try {
     makeRoom(stack, models);

@@ -37,7 +37,7 @@ async function until(what: string, check: () => boolean | Promise<boolean>, time
 }
 
 async function main(): Promise<void> {
-  const stack = await up({ stateDir, ports: 'auto', fresh: true, podMetrics: false });
+  const stack = await up({ stateDir, ports: 'auto', fresh: true, podMetrics: false, realNode: false });
   try {
     installCrds(stack);
     const ns = `bench-${randomUUID().slice(0, 6)}`;

@@ -248,7 +248,7 @@ async function runStories(
 async function main(): Promise<void> {
   const wanted = process.argv.slice(2);
   const stateDir = path.join(cacheRoot, `record-histories-${process.pid}`);
-  const stack = await up({ stateDir, ports: 'auto', fresh: true });
+  const stack = await up({ stateDir, ports: 'auto', fresh: true, realNode: false });
   const caddy = new CaddyProcess(stack.binaries.caddy, path.join(stateDir, 'logs'), await freePort(), await freePort());
   const connection = await Connection.connect({ address: stack.temporalAddress });
   try {
