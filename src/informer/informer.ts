@@ -64,17 +64,16 @@ function keepHealthView(obj: KubernetesObject): void {
   pod.metadata = { name, namespace, uid, resourceVersion, labels, deletionTimestamp };
   pod.status = {
     conditions: pod.status?.conditions?.filter((c) => c.type === 'PodScheduled'),
-    containerStatuses: pod.status?.containerStatuses?.map(
-      ({ name, image, imageID, ready, restartCount, state, lastState }) => ({
-        name,
-        image,
-        imageID,
-        ready,
-        restartCount,
-        state,
-        lastState,
-      }),
-    ),
+    containerStatuses: pod.status?.containerStatuses?.map(({ name, image, ready, restartCount, state, lastState }) => ({
+      name,
+      image,
+      // Required by the type; container-troubles.ts never reads it.
+      imageID: '',
+      ready,
+      restartCount,
+      state,
+      lastState,
+    })),
   };
   const containers = pod.spec?.containers.map(({ name, image, resources }) => ({
     name,
