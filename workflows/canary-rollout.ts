@@ -114,24 +114,14 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
     }
   };
   setHandler(rolloutStateQuery, snapshot);
-  setHandler(
-    promoteUpdate,
-    (cmd) => {
-      asked.promote = true;
-      note(`promotion asked by ${whoAsked(cmd)}`);
-      return snapshot();
-    },
-    { validator: refuseWhenFinished },
-  );
-  setHandler(
-    abortUpdate,
-    (cmd) => {
-      asked.abort = true;
-      note(`abort asked by ${whoAsked(cmd)}`);
-      return snapshot();
-    },
-    { validator: refuseWhenFinished },
-  );
+  /** Promote and abort only record the request: the story acts on it at its next wake. */
+  const askFor = (what: keyof typeof asked, words: string) => (cmd: RolloutCommand) => {
+    asked[what] = true;
+    note(`${words} asked by ${whoAsked(cmd)}`);
+    return snapshot();
+  };
+  setHandler(promoteUpdate, askFor('promote', 'promotion'), { validator: refuseWhenFinished });
+  setHandler(abortUpdate, askFor('abort', 'abort'), { validator: refuseWhenFinished });
   setHandler(
     pauseUpdate,
     (cmd) => {
