@@ -155,7 +155,8 @@ describe('operator lifecycle against the real apiserver', () => {
     await eventually('no Autoscaling condition without an autoscaler', () =>
       conditionOf(k.get('machinemodel', ns, 'fixed'), 'Autoscaling') === undefined ? true : undefined,
     );
-  });
+    // Two of its waits run on the autoscaler's clock (metrics-server scrapes, HPA syncs): up to 120 s each.
+  }, 300_000);
 
   it('kubectl scale fixes the size (spec.replicas) over the autoscaler; removing it brings the autoscaler back', async () => {
     k.apply(machineModel(ns, 'scaled', { minReplicas: 1, maxReplicas: 4 }));
