@@ -52,6 +52,13 @@ describe('the Temporal Web UI, in a real browser', () => {
   it("finds the model's workflow by its search attributes", async () => {
     const page = await browser.newPage();
     const query = `MachineModelNamespace="${ns}" AND MachineModelPhase="Ready"`;
+    // The list page loads once and does not poll: wait until visibility has indexed the workflow's
+    // search attributes (they follow the status write), then open it.
+    await eventually('the workflow in visibility', async () => {
+      for await (const w of client.workflow.list({ query }))
+        if (w.workflowId === workflowIdFor(ns, 'visible')) return true;
+      return undefined;
+    });
     await page.goto(
       `${stack.temporalUiUrl}/namespaces/${stack.temporalNamespace}/workflows?query=${encodeURIComponent(query)}`,
     );
