@@ -49,6 +49,12 @@ interface CaddyRoute {
 
 const catchAllId = `${routeIdPrefix}-catch-all`;
 
+/**
+ * A request whose connection is refused (a Pod going away that the node's service rules still name)
+ * is dialled again for a while instead of answered 502. Caddy retries only what never reached a backend.
+ */
+const dialRetry = { try_duration: '5s', try_interval: '250ms' };
+
 export function caddyRoute(route: RouteSpec): CaddyRoute {
   const match: { path: string[]; host?: string[] } = { path: [route.pathPrefix, `${route.pathPrefix}/*`] };
   if (route.hostnames.length) match.host = route.hostnames;
@@ -56,11 +62,16 @@ export function caddyRoute(route: RouteSpec): CaddyRoute {
   const proxy: Record<string, unknown> = {
     handler: 'reverse_proxy',
     upstreams: route.canary ? [dial(route.service), dial(route.canary.service)] : [dial(route.service)],
+    load_balancing: route.canary
+      ? {
+          selection_policy: {
+            policy: 'weighted_round_robin',
+            weights: [100 - route.canary.weight, route.canary.weight],
+          },
+          ...dialRetry,
+        }
+      : dialRetry,
   };
-  if (route.canary) {
-    const w = route.canary.weight;
-    proxy.load_balancing = { selection_policy: { policy: 'weighted_round_robin', weights: [100 - w, w] } };
-  }
   if (route.protocol === 'grpc') proxy.transport = { protocol: 'http', versions: ['h2c', '2'] };
   return {
     '@id': route.id,

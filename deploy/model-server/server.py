@@ -20,6 +20,10 @@ import numpy as np
 MODEL_NAME = os.environ.get("MODEL_NAME", "model")
 MODEL_PATH = os.environ.get("MODEL_PATH", "/models/model.joblib")
 PORT = int(os.environ.get("PORT", "8080"))
+# After SIGTERM the Pod's address stays in the nodes' service rules for a moment: requests sent to
+# it meanwhile must still be answered, not refused (a gateway would answer them 502).
+DRAIN_SECONDS = float(os.environ.get("DRAIN_SECONDS", "5"))
+DRAINING = threading.Event()
 
 
 class Model:
@@ -86,7 +90,7 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(payload)
 
     def do_GET(self) -> None:  # noqa: N802 (the base class's name)
-        ready = MODEL.ready.is_set()
+        ready = MODEL.ready.is_set() and not DRAINING.is_set()
         path = self.path.split("?")[0].rstrip("/")
         if path == "/v2/health/live":
             self.reply(200, {"live": True})
@@ -127,9 +131,19 @@ def main() -> None:
     threading.Thread(target=MODEL.load, daemon=True).start()
     log(f"serving {MODEL_NAME} on port {PORT} (Open Inference Protocol v2)")
     # PID 1 in a container ignores SIGTERM unless it handles it: without this, a replaced Pod would keep
-    # answering on open connections for its whole grace period.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    # answering for its whole grace period. It drains instead: not ready, answering, then gone.
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=drain, args=(server,), daemon=True).start())
     server.serve_forever()
+    log("drained, stopping")
+
+
+def drain(server: ThreadingHTTPServer) -> None:
+    if DRAINING.is_set():
+        return
+    DRAINING.set()
+    log(f"SIGTERM: answering for {DRAIN_SECONDS:g} s more, then stopping")
+    time.sleep(DRAIN_SECONDS)
+    server.shutdown()
 
 
 if __name__ == "__main__":

@@ -109,7 +109,11 @@ describe('gateway objects', () => {
       match: [{ path: ['/models/ml/clf', '/models/ml/clf/*'] }],
       handle: [
         { handler: 'rewrite', strip_path_prefix: '/models/ml/clf' },
-        { handler: 'reverse_proxy', upstreams: [{ dial: 'clf.ml.svc.cluster.local:80' }] },
+        {
+          handler: 'reverse_proxy',
+          upstreams: [{ dial: 'clf.ml.svc.cluster.local:80' }],
+          load_balancing: { try_duration: '5s', try_interval: '250ms' },
+        },
       ],
       terminal: true,
     });
@@ -120,7 +124,11 @@ describe('gateway objects', () => {
     expect(caddyRoute(split).handle?.[1]).toEqual({
       handler: 'reverse_proxy',
       upstreams: [{ dial: 'clf.ml.svc.cluster.local:80' }, { dial: 'clf-canary.ml.svc.cluster.local:80' }],
-      load_balancing: { selection_policy: { policy: 'weighted_round_robin', weights: [90, 10] } },
+      load_balancing: {
+        selection_policy: { policy: 'weighted_round_robin', weights: [90, 10] },
+        try_duration: '5s',
+        try_interval: '250ms',
+      },
     });
     expect(httpRoute(split, { namespace: 'gw', name: 'public' }).spec.rules[0]!.backendRefs).toEqual([
       { name: 'clf', port: 80, weight: 90 },

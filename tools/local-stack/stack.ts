@@ -8,8 +8,6 @@ import { ensureInstalled, PrerequisiteError } from './install.js';
 import { componentKubeconfigArgs, writeKubeconfig } from './kubeconfig.js';
 import { ensurePki, frontProxyClientName, metricsServerUser, type Pki } from './pki.js';
 import { metricsServerArgs, metricsServerObjects, nodeMetricsAnnotation } from './metrics-server.js';
-import type { SearchAttributeType } from '@temporalio/common';
-import { operatorSearchAttributes } from '../../workflows/search-attributes.js';
 import {
   cleanUpRealNode,
   loadImage,
@@ -29,22 +27,8 @@ import {
   waitUntil,
   type ManagedProcess,
 } from './processes.js';
+import { startTemporalDevServer, temporalServing } from './temporal-dev-server.js';
 
-const cliTypes: Record<SearchAttributeType, string> = {
-  TEXT: 'Text',
-  KEYWORD: 'Keyword',
-  INT: 'Int',
-  DOUBLE: 'Double',
-  BOOL: 'Bool',
-  DATETIME: 'Datetime',
-  KEYWORD_LIST: 'KeywordList',
-};
-
-/** The operator's search attributes as the Temporal CLI names them (`--search-attribute Name=Type`). */
-export const searchAttributes = operatorSearchAttributes.map((key) => ({
-  name: key.name,
-  cliType: cliTypes[key.type],
-}));
 export const fakeNodeName = 'kwok-node-0';
 /** The extended resource the fake node advertises, so models that ask for GPUs schedule. */
 export const gpuResourceName = 'nvidia.com/gpu';
@@ -212,7 +196,7 @@ export async function up(opts: StackOptions): Promise<StackInfo> {
     if (managesKube) await startKube(info, kubeBin, started, log, opts.podMetrics ?? true, opts.realNode ?? true);
     else log(`using the existing cluster of KUBECONFIG=${info.kubeconfig}`);
     if (temporal) {
-      await waitUntil(temporal, 'serving', () => temporalServing(info), 60_000);
+      await waitUntil(temporal, 'serving', () => temporalServing(info.binaries.temporal, info.temporalAddress), 60_000);
       await waitUntil(temporal, 'serving its Web UI', () => httpOk(`${info.temporalUiUrl}/`), 30_000);
     } else {
       log(`using the existing Temporal at TEMPORAL_ADDRESS=${info.temporalAddress}`);
@@ -248,7 +232,7 @@ export async function healthy(info: StackInfo): Promise<boolean> {
   if (!info.processes.every(isRunning)) return false;
   if (info.managesKube && !(await httpOk(`https://127.0.0.1:${info.ports.apiserver}/readyz`, caFile(info))))
     return false;
-  if (info.managesTemporal && !(await temporalServing(info))) return false;
+  if (info.managesTemporal && !(await temporalServing(info.binaries.temporal, info.temporalAddress))) return false;
   return true;
 }
 
@@ -279,53 +263,13 @@ function logFile(info: StackInfo, name: string): string {
 
 function startTemporal(info: StackInfo): ManagedProcess {
   const p = info.ports;
-  const args = [
-    'server',
-    'start-dev',
-    '--ip',
-    '127.0.0.1',
-    '--port',
-    String(p.temporal),
-    '--http-port',
-    String(p.temporalHttp),
-    '--metrics-port',
-    String(p.temporalMetrics),
-    '--ui-ip',
-    '127.0.0.1',
-    '--ui-port',
-    String(p.temporalUi),
-    '--db-filename',
-    path.join(info.stateDir, 'temporal.db'),
-    // SQLite's default rollback journal syncs every commit twice; a write-ahead log with NORMAL sync
-    // survives a crash of the server (not of the machine) and lets reads run beside the writer.
-    '--sqlite-pragma',
-    'journal_mode=wal',
-    '--sqlite-pragma',
-    'synchronous=normal',
-    '--namespace',
-    info.temporalNamespace,
-    '--log-level',
-    'warn',
-    ...searchAttributes.flatMap((a) => ['--search-attribute', `${a.name}=${a.cliType}`]),
-  ];
-  return startProcess('temporal', info.binaries.temporal, args, logFile(info, 'temporal'));
-}
-
-async function temporalServing(info: StackInfo): Promise<boolean> {
-  try {
-    const out = execFileSync(
-      info.binaries.temporal,
-      ['operator', 'cluster', 'health', '--address', info.temporalAddress],
-      {
-        encoding: 'utf8',
-        stdio: ['ignore', 'pipe', 'ignore'],
-        timeout: 5_000,
-      },
-    );
-    return out.includes('SERVING');
-  } catch {
-    return false;
-  }
+  return startTemporalDevServer({
+    binary: info.binaries.temporal,
+    ports: { grpc: p.temporal, http: p.temporalHttp, metrics: p.temporalMetrics, ui: p.temporalUi },
+    dbFile: path.join(info.stateDir, 'temporal.db'),
+    namespace: info.temporalNamespace,
+    logFile: logFile(info, 'temporal'),
+  });
 }
 
 async function startKube(
