@@ -77,7 +77,14 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
     pauseEndsAt === undefined ? undefined : Math.max(0, Math.ceil((pauseEndsAt - Date.now()) / 1000));
   const snapshot = (): RolloutView => {
     const left = frozenMs !== undefined ? Math.ceil(frozenMs / 1000) : secondsLeft();
-    return { ...view, ...(left !== undefined ? { pauseSecondsLeft: left } : {}), verdicts: [...view.verdicts] };
+    return {
+      ...view,
+      ...(left !== undefined ? { pauseSecondsLeft: left } : {}),
+      ...(frozenMs === undefined && pauseEndsAt !== undefined
+        ? { pauseEndsAt: new Date(pauseEndsAt).toISOString() }
+        : {}),
+      verdicts: [...view.verdicts],
+    };
   };
   const note = (line: string) => {
     view.verdicts = [...view.verdicts, line].slice(-keptVerdicts);
@@ -173,6 +180,7 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
   async function canaryReady(replicas: number): Promise<CanaryVerdict> {
     for (let wait = 2; ; wait = Math.min(wait * 2, readinessCheckMaxSeconds)) {
       const verdict = judgeCanary(plan.analysis, await health(replicas), false);
+      if (verdict.kind !== 'waiting') view.message = undefined;
       if (verdict.kind !== 'waiting' || personActed()) return verdict;
       view.message = verdict.detail;
       await hold(wait, `wait for the canary: ${verdict.detail}`);

@@ -38,8 +38,10 @@ export interface RolloutView {
   weight: number;
   /** Who holds a paused rollout: a person (pause), or an analysis that asks one (onFailure: Pause, too few requests). */
   pausedBy?: 'person' | 'analysis';
-  /** Seconds left in the current step's pause; frozen while paused. */
+  /** Seconds left in the current step's pause as of the rollout's last step; frozen while paused. */
   pauseSecondsLeft?: number;
+  /** When the running pause ends (ISO time): a reader counts the time left from its own clock. */
+  pauseEndsAt?: string;
   /** The last verdicts, newest last: "step 1 (10%): canary 1 of 1 ready; 0 of 120 requests answered 5xx (0%, at most 5%)". */
   verdicts: string[];
   message?: string;

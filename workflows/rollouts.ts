@@ -132,6 +132,7 @@ function statusOf(r: RolloutState): RolloutStatus {
     stable: r.stable,
     canary: r.revision,
     ...(v ? { step: v.step, steps: v.steps, weight: v.weight } : {}),
+    ...(v?.pauseEndsAt && !r.result ? { pauseEndsAt: v.pauseEndsAt } : {}),
     ...(r.result ? { message: r.result.message } : v?.message ? { message: v.message } : {}),
   };
 }

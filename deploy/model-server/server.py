@@ -126,14 +126,22 @@ class Handler(BaseHTTPRequestHandler):
             self.reply(400, {"error": str(err)})
 
 
+class Server(ThreadingHTTPServer):
+    # Requests in flight when the drain ends are answered before the process exits (daemon threads
+    # would die with it, and the gateway would see the connection cut).
+    daemon_threads = False
+    block_on_close = True
+
+
 def main() -> None:
-    server = ThreadingHTTPServer(("0.0.0.0", PORT), Handler)
+    server = Server(("0.0.0.0", PORT), Handler)
     threading.Thread(target=MODEL.load, daemon=True).start()
     log(f"serving {MODEL_NAME} on port {PORT} (Open Inference Protocol v2)")
     # PID 1 in a container ignores SIGTERM unless it handles it: without this, a replaced Pod would keep
     # answering for its whole grace period. It drains instead: not ready, answering, then gone.
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=drain, args=(server,), daemon=True).start())
     server.serve_forever()
+    server.server_close()
     log("drained, stopping")
 
 

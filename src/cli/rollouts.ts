@@ -74,10 +74,17 @@ export async function steerRollout(
 
 const duration = (s: number) => (s >= 60 ? `${Math.floor(s / 60)}m ${s % 60}s` : `${s}s`);
 
-export function renderRollout(r: RolloutReport): string {
+/** Seconds left in the pause by the reader's clock while it runs; as the rollout froze it while paused. */
+function secondsLeft(v: RolloutView, now: number): number | undefined {
+  if (v.pauseEndsAt) return Math.max(0, Math.ceil((Date.parse(v.pauseEndsAt) - now) / 1000));
+  return v.pauseSecondsLeft;
+}
+
+export function renderRollout(r: RolloutReport, now = Date.now()): string {
   const v = r.view;
   const where = v.step ? `step ${v.step} of ${v.steps}, canary ${v.weight}%` : `starting, ${v.steps} steps`;
-  const left = v.pauseSecondsLeft !== undefined ? ` (pause: ${duration(v.pauseSecondsLeft)} left)` : '';
+  const s = secondsLeft(v, now);
+  const left = s !== undefined ? ` (pause: ${duration(s)} left)` : '';
   const lines = [
     `${r.model}: rollout ${v.phase}${v.pausedBy ? ` by ${v.pausedBy}` : ''}, ${where}${left}`,
     `  stable    ${v.stable.image} (${v.stable.modelPath})`,

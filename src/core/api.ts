@@ -83,6 +83,8 @@ export interface RolloutStatus {
   step?: number;
   steps?: number;
   weight?: number;
+  /** When the running step's pause ends (ISO time, as of the rollout's last step). */
+  pauseEndsAt?: string;
   message?: string;
 }
 

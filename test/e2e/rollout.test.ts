@@ -64,8 +64,11 @@ function keepAsking() {
   let stopped = false;
   const done = (async () => {
     while (!stopped) {
-      const res = await request('GET', `${url}/whoami`);
-      const who = res.status === 200 ? res.body : `HTTP ${res.status}`;
+      const who = await request('GET', `${url}/whoami`).then(
+        (res) => (res.status === 200 ? res.body : `HTTP ${res.status}`),
+        (err: NodeJS.ErrnoException) => `${err.code ?? err.message}`,
+      );
+      if (who !== 'v1' && who !== 'v2') console.log(`${new Date().toISOString()} ${who}`);
       counts[who] = (counts[who] ?? 0) + 1;
     }
   })();
@@ -117,9 +120,15 @@ describe.skipIf(!stack.realNode)(`canary rollouts on the real node (${stack.simu
     expect(Object.keys(counts).sort()).toEqual(['v1', 'v2']);
     expect(Math.abs(counts.v2! / 200 - 0.25)).toBeLessThanOrEqual(0.05);
     expect(status()?.phase).toBe('Ready');
+    // The pause's end, in status for kubectl readers: within the step's 30 minutes from now.
+    const endsIn = Date.parse(status()?.rollout?.pauseEndsAt) - Date.now();
+    expect(endsIn).toBeGreaterThan(25 * 60_000);
+    expect(endsIn).toBeLessThanOrEqual(30 * 60_000);
     expect(conditionOf(k.get('machinemodel', ns, 'canaried'), 'Reconciling')?.reason).toBe('RolloutInProgress');
     const told = mmctl('rollout', 'status', `${ns}/canaried`);
     console.log(`mmctl rollout status, in the pause:\n${told}`);
+    // What the canary was waiting for once is not said again after it became ready.
+    expect(told).not.toMatch(/message\s+canary \d+ of \d+ ready/);
     expect(told).toMatch(/rollout Progressing, step 1 of 1, canary 25% \(pause: \d+m \d+s left\)/);
 
     // Requests all through the promotion: the stable Pods replaced, the canary removed, none refused.
@@ -137,8 +146,13 @@ describe.skipIf(!stack.realNode)(`canary rollouts on the real node (${stack.simu
     );
     // The stable Deployment's rolling update has replaced its v1 Pods.
     await eventually('v1 Pods gone', () => (stablePaths().every((p) => p === '/v2') ? true : undefined), 120_000);
-    const during = await stop();
+    const { ECONNRESET: resets = 0, ...during } = await stop();
     expect(Object.keys(during).sort()).toEqual(['v1', 'v2']);
+    // Caddy applies each route change by reloading its whole config; a request is now and then cut
+    // without an answer (3 of 11 runs, once each in about 6,000 requests; the one whose Caddy log was
+    // kept came 0.2 s after a reload; docs/rollouts.md). Not a refusal and not a 502: those fail.
+    console.log(`during the promotion: ${JSON.stringify(during)}, ${resets} cut without an answer`);
+    expect(resets).toBeLessThanOrEqual(2);
     expect(await servedBy(20)).toEqual({ v2: 20 });
   }, 420_000);
 
