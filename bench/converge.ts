@@ -1,7 +1,7 @@
 // The cost benchmark: on its own local stack, N objects converged by the floor (plain Deployments),
 // the peer (sample-controller) and this operator, in one run. Writes bench/results/<date>-<N>.json
 // with its chart (.png) and prints a table with the operator's ratios to the others.
-// Usage: npm run bench:converge -- --models 1000 [--only floor,peer,operator] [--profile dir] [--label word]
+// Usage: npm run bench:converge -- --models 1000 [--rest 600] [--only floor,peer,operator] [--profile dir] [--label word]
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -26,8 +26,23 @@ const cmd = new Command('bench:converge')
   .addOption(new Option('--only <list>', 'contenders to run, comma-separated').default(contenderNames.join(',')))
   .addOption(new Option('--profile <dir>', "write the operator's V8 CPU profile into this directory"))
   .addOption(new Option('--label <word>', 'added to the results file name, so runs of one day keep apart'))
+  .addOption(
+    new Option('--rest <seconds>', 'after convergence, leave each contender alone this long and measure the cost')
+      .argParser((v) => {
+        const n = Number(v);
+        if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError(`a whole number of seconds, got "${v}"`);
+        return n;
+      })
+      .default(0),
+  )
   .parse();
-const { models, only, profile, label } = cmd.opts<{ models: number; only: string; profile?: string; label?: string }>();
+const { models, only, profile, label, rest } = cmd.opts<{
+  models: number;
+  only: string;
+  profile?: string;
+  label?: string;
+  rest: number;
+}>();
 const chosen = only.split(',').map((s) => s.trim()) as ContenderName[];
 for (const c of chosen) if (!contenderNames.includes(c)) cmd.error(`--only: unknown contender "${c}"`);
 
@@ -56,6 +71,17 @@ function table(results: Partial<Record<ContenderName, ContenderResult>>): string
       'activities per model, regular + local (p50)',
       (r) => r.perModel && r.perModel.activities.p50 + r.perModel.localActivities.p50,
     ],
+    [
+      'at rest: controller CPU (s/min)',
+      (r) => r.atRest?.cpuSecondsPerMinute.operator ?? r.atRest?.cpuSecondsPerMinute.peer,
+    ],
+    ['at rest: Temporal CPU (s/min)', (r) => r.atRest?.cpuSecondsPerMinute.temporal],
+    ['at rest: kube-apiserver CPU (s/min)', (r) => r.atRest?.cpuSecondsPerMinute['kube-apiserver']],
+    ['at rest: etcd CPU (s/min)', (r) => r.atRest?.cpuSecondsPerMinute.etcd],
+    ['at rest: machine CPU (s/min)', (r) => r.atRest?.machineCpuSecondsPerMinute],
+    ['at rest: apiserver requests (/min)', (r) => r.atRest?.apiserverRequestsPerMinute],
+    ['at rest: history events (/min)', (r) => r.atRest?.historyEventsPerMinute],
+    ['at rest: controller RSS at the end (MiB)', (r) => r.atRest?.rssMiB.operator ?? r.atRest?.rssMiB.peer],
   ];
   const lines = ['| | floor | peer | operator | operator/peer | operator/floor |', '|---|---|---|---|---|---|'];
   for (const [title, get] of rows) {
@@ -73,6 +99,7 @@ async function main(): Promise<void> {
     for (const name of chosen)
       results[name] = await runContender(stack, name, models, log, {
         profileDir: profile && path.resolve(profile),
+        restSeconds: rest,
       });
   } finally {
     await down(stateDir);
@@ -82,7 +109,14 @@ async function main(): Promise<void> {
   const file = path.join(resultsDir, `${date}-${models}${label ? `-${label}` : ''}.json`);
   const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
   const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8' }) !== '';
-  const report = { date, models, cores: os.cpus().length, commit: dirty ? `${commit}+changes` : commit, results };
+  const report = {
+    date,
+    models,
+    restSeconds: rest,
+    cores: os.cpus().length,
+    commit: dirty ? `${commit}+changes` : commit,
+    results,
+  };
   writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
   await writeChart(file.replace(/\.json$/, '.png'), models, results);
   console.log(table(results));

@@ -17,7 +17,7 @@ import { machineModel } from '../../test/support/models.js';
 import { installCrds, operatorProbe, startOperatorProcess } from '../../test/support/operator-process.js';
 import { apiserverRequests, difference } from './apiserver-requests.js';
 import { deploymentNodeOptions } from './deployment.js';
-import { round, Usage } from './proc.js';
+import { round, rssMiB, Usage } from './proc.js';
 import { storyOf } from './slowest-story.js';
 import { Timeline, type Watched } from './timeline.js';
 
@@ -50,11 +50,28 @@ export interface ContenderResult {
   perModel?: Record<'historyEvents' | 'activities' | 'localActivities' | 'workflowTasks', { p50: number; max: number }>;
   /** Operator only: the model with the largest Ready lag, and its workflow's history timed from its Deployment's availability. */
   slowest?: { model: string; readyLagMs: number; story: string[] };
+  /** After convergence, nothing changed for `restSeconds`: what that cost, per minute. */
+  atRest?: AtRest;
+}
+
+export interface AtRest {
+  seconds: number;
+  cpuSecondsPerMinute: Record<string, number>;
+  machineCpuSecondsPerMinute: number;
+  apiserverRequestsPerMinute: number;
+  /** The same by verb and resource, the largest first. */
+  apiserverRequestsByResource: Record<string, number>;
+  /** Operator only: events added to the models' histories, per minute, all models together. */
+  historyEventsPerMinute?: number;
+  /** Each process's resident set at the end of the rest. */
+  rssMiB: Record<string, number>;
 }
 
 export interface RunOptions {
   /** The operator writes a V8 CPU profile (.cpuprofile) here when it stops. */
   profileDir?: string;
+  /** After convergence, leave everything alone this long and measure what it costs (0: no rest phase). */
+  restSeconds?: number;
 }
 
 interface Process {
@@ -221,6 +238,17 @@ async function slowest(stack: StackInfo, namespace: string, timeline: Timeline):
 
 /** History events and activities per model workflow, from Temporal (all runs of each). */
 async function perModel(stack: StackInfo, namespace: string): Promise<ContenderResult['perModel']> {
+  const counts = await perModelCounts(stack, namespace);
+  const stats = (m: Map<string, number>) => ({ p50: quantile([...m.values()], 0.5), max: Math.max(...m.values()) });
+  return {
+    historyEvents: stats(counts.historyEvents),
+    activities: stats(counts.activities),
+    localActivities: stats(counts.localActivities),
+    workflowTasks: stats(counts.workflowTasks),
+  };
+}
+
+async function perModelCounts(stack: StackInfo, namespace: string) {
   const connection = await Connection.connect({ address: stack.temporalAddress });
   try {
     const client = new Client({ connection, namespace: stack.temporalNamespace });
@@ -244,16 +272,55 @@ async function perModel(stack: StackInfo, namespace: string): Promise<ContenderR
       );
       add(counts.workflowTasks, id, events.filter((e) => e.workflowTaskStartedEventAttributes).length);
     }
-    const stats = (m: Map<string, number>) => ({ p50: quantile([...m.values()], 0.5), max: Math.max(...m.values()) });
-    return {
-      historyEvents: stats(counts.historyEvents),
-      activities: stats(counts.activities),
-      localActivities: stats(counts.localActivities),
-      workflowTasks: stats(counts.workflowTasks),
-    };
+    return counts;
   } finally {
     await connection.close();
   }
+}
+
+/** Every history event of the namespace's model workflows (all runs), counted. */
+async function historyEventsOf(stack: StackInfo, namespace: string): Promise<number> {
+  const counts = await perModelCounts(stack, namespace);
+  return [...counts.historyEvents.values()].reduce((a, b) => a + b, 0);
+}
+
+/** Leaves everything alone for `seconds` and measures what that costs, per minute. */
+async function atRest(
+  stack: StackInfo,
+  pids: Record<string, number>,
+  seconds: number,
+  namespace: string | undefined,
+  log: (line: string) => void,
+): Promise<AtRest> {
+  log(`at rest for ${seconds}s`);
+  const eventsBefore = namespace ? await historyEventsOf(stack, namespace) : undefined;
+  const requestsBefore = apiserverRequests(stack);
+  const usage = new Usage(pids);
+  await sleep(seconds * 1000);
+  const { cpuSeconds, machineCpuSeconds } = usage.stop();
+  const requestsAfter = apiserverRequests(stack);
+  const eventsAfter = namespace ? await historyEventsOf(stack, namespace) : undefined;
+  const perMinute = (x: number) => round((x * 60) / seconds, 2);
+  const byResource = difference(requestsAfter.byResource, requestsBefore.byResource);
+  return {
+    seconds,
+    cpuSecondsPerMinute: Object.fromEntries(Object.entries(cpuSeconds).map(([k, v]) => [k, perMinute(v)])),
+    machineCpuSecondsPerMinute: perMinute(machineCpuSeconds),
+    apiserverRequestsPerMinute: perMinute(Object.values(byResource).reduce((a, b) => a + b, 0)),
+    apiserverRequestsByResource: Object.fromEntries(Object.entries(byResource).sort(([, a], [, b]) => b - a)),
+    ...(eventsBefore !== undefined && eventsAfter !== undefined
+      ? { historyEventsPerMinute: perMinute(eventsAfter - eventsBefore) }
+      : {}),
+    rssMiB: Object.fromEntries(
+      Object.entries(pids).map(([k, pid]) => {
+        try {
+          return [k, Math.round(rssMiB(pid))];
+        } catch {
+          return [k, NaN];
+        }
+      }),
+    ),
+  };
 }
 
 export async function runContender(
@@ -270,12 +337,13 @@ export async function runContender(
   kubectlRun(stack, ['create', 'namespace', namespace]);
   const process = await contender.start?.(stack, namespace, options, log);
   const pidOf = (component: string) => stack.processes.find((p) => p.name === component)!.pid;
-  const usage = new Usage({
+  const pids = {
     ...(process ? { [name]: process.pid } : {}),
     'kube-apiserver': pidOf('kube-apiserver'),
     etcd: pidOf('etcd'),
     temporal: pidOf('temporal'),
-  });
+  };
+  const usage = new Usage(pids);
   const requestsBefore = apiserverRequests(stack);
   const kc = new KubeConfig();
   kc.loadFromFile(stack.kubeconfig);
@@ -313,6 +381,8 @@ export async function runContender(
     ...(name === 'operator' ? { perModel: await perModel(stack, namespace) } : {}),
   };
   if (name === 'operator' && lags.length) result.slowest = await slowest(stack, namespace, timeline);
+  if (options.restSeconds)
+    result.atRest = await atRest(stack, pids, options.restSeconds, name === 'operator' ? namespace : undefined, log);
   log(`${name}: converged in ${result.convergedSeconds}s; deleting ${namespace}`);
   const deleting = performance.now();
   kubectlRun(stack, ['delete', 'namespace', namespace, '--wait=false']);

@@ -15,7 +15,8 @@ describe('the benchmark harness (bench:converge) on 10 objects', () => {
   it.each(contenderNames)(
     '%s converges, is measured, and its namespace is deleted',
     async (name) => {
-      const r = await runContender(stack, name, 10, (line) => console.log(line), {}, 300_000);
+      // A short rest, so the at-rest phase runs too.
+      const r = await runContender(stack, name, 10, (line) => console.log(line), { restSeconds: 5 }, 300_000);
       console.log(`${name}: ${JSON.stringify(r)}`);
       results[name] = r;
       expect(r.convergedSeconds).toBeGreaterThan(0);
@@ -26,6 +27,10 @@ describe('the benchmark harness (bench:converge) on 10 objects', () => {
       expect(r.peakRssMiB.etcd).toBeGreaterThan(0);
       expect(r.apiserverRequests.POST).toBeGreaterThanOrEqual(10);
       expect(r.deleteSeconds).toBeGreaterThan(0);
+      expect(r.atRest?.seconds).toBe(5);
+      expect(r.atRest?.cpuSecondsPerMinute['kube-apiserver']).toBeGreaterThanOrEqual(0);
+      expect(r.atRest?.machineCpuSecondsPerMinute).toBeGreaterThan(0);
+      expect(r.atRest?.rssMiB.etcd).toBeGreaterThan(0);
       if (name !== 'floor') {
         expect(r.cpuSeconds[name]).toBeGreaterThanOrEqual(0);
         expect(r.peakRssMiB[name]).toBeGreaterThan(0);
@@ -34,6 +39,7 @@ describe('the benchmark harness (bench:converge) on 10 objects', () => {
       }
       if (name === 'operator') {
         expect(r.perModel?.historyEvents.p50).toBeGreaterThan(0);
+        expect(r.atRest?.historyEventsPerMinute).toBeGreaterThanOrEqual(0);
         // Kubernetes steps run as local activities (markers), regular ones only on a retry.
         expect(r.perModel?.localActivities.p50).toBeGreaterThan(0);
         expect(r.perModel?.workflowTasks.p50).toBeGreaterThan(0);
