@@ -13,6 +13,7 @@ import {
   condition,
   getExternalWorkflowHandle,
   isCancellation,
+  patched,
   proxySinks,
   setCurrentDetails,
   setHandler,
@@ -39,7 +40,10 @@ import {
   type RolloutView,
 } from './rollout-definitions.js';
 import type { ReconcileSinks } from './definitions.js';
+import type { PatchId } from './patches.js';
 import { step } from './steps.js';
+
+const viewCurrent: PatchId = 'rollout-view-current';
 
 const { metrics } = proxySinks<ReconcileSinks>();
 
@@ -180,7 +184,7 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
   async function canaryReady(replicas: number): Promise<CanaryVerdict> {
     for (let wait = 2; ; wait = Math.min(wait * 2, readinessCheckMaxSeconds)) {
       const verdict = judgeCanary(plan.analysis, await health(replicas), false);
-      if (verdict.kind !== 'waiting') view.message = undefined;
+      if (verdict.kind !== 'waiting' && patched(viewCurrent)) view.message = undefined;
       if (verdict.kind !== 'waiting' || personActed()) return verdict;
       view.message = verdict.detail;
       await hold(wait, `wait for the canary: ${verdict.detail}`);

@@ -12,7 +12,7 @@
 // Each stage change also retires the recorded histories that only the deleted path replays.
 
 export interface PatchRecord {
-  workflow: 'machineModelWorkflow' | 'gatewayJanitorWorkflow';
+  workflow: 'machineModelWorkflow' | 'gatewayJanitorWorkflow' | 'canaryRolloutWorkflow';
   /** What the new path does that the old one did not. */
   guards: string;
   /** The release (package.json version) that first ships the patch. */
@@ -25,6 +25,12 @@ export const patches = {
   'canary-rollouts': {
     workflow: 'machineModelWorkflow',
     guards: 'a model with spec.rollout starts a canary rollout (a child workflow) for a new revision and follows it',
+    addedIn: '0.2.0',
+    stage: 'patched',
+  },
+  'rollout-view-current': {
+    workflow: 'canaryRolloutWorkflow',
+    guards: "the rollout's view drops the canary's waiting message once the canary is ready",
     addedIn: '0.2.0',
     stage: 'patched',
   },

@@ -9,6 +9,7 @@ import type { RolloutSpec } from '../../src/core/api.js';
 import { kubectlFor } from '../support/cluster.js';
 import { eventually } from '../support/eventually.js';
 import { machineModel } from '../support/models.js';
+import { rolloutHistory } from '../support/rollout-history.js';
 import {
   installCrds,
   operatorMetric,
@@ -62,17 +63,11 @@ it('finishes a rollout whose operator was killed in the middle of a pause, at th
 
   const client = await temporalClient(stack);
   try {
-    const handle = client.workflow.getHandle(workflowId);
-    const events = (await handle.fetchHistory()).events ?? [];
-    const scheduled = (name: string) =>
-      events.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === name).length;
+    const { handle, events, scheduled, weightSetAt } = await rolloutHistory(client, workflowId);
     // The canary got its share once: the rollout did not start over on the other replica.
     expect(scheduled('setCanaryWeight')).toBe(1);
     // The pause is timers of at most the health-check interval; after the weight was set they add
     // up to the pause exactly once (a pause begun again after the kill would add up to more).
-    const weightSetAt = events.findIndex(
-      (e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'setCanaryWeight',
-    );
     const pauseTimers = events
       .slice(weightSetAt)
       .flatMap((e) => (e.timerStartedEventAttributes ? [e.timerStartedEventAttributes.startToFireTimeout] : []))

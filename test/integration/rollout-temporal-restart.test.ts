@@ -18,6 +18,7 @@ import {
 import { kubectlFor } from '../support/cluster.js';
 import { eventually } from '../support/eventually.js';
 import { machineModel } from '../support/models.js';
+import { rolloutHistory } from '../support/rollout-history.js';
 import { installCrds, startOperatorProcess, type OperatorProcess } from '../support/operator-process.js';
 
 const stack = inject('stack');
@@ -89,14 +90,9 @@ it('finishes a rollout at the same step after Temporal is killed and restarted i
 
   const connection = await Connection.connect({ address });
   try {
-    const handle = new Client({ connection, namespace: server.namespace }).workflow.getHandle(workflowId);
-    const events = (await handle.fetchHistory()).events ?? [];
-    const scheduled = (name: string) =>
-      events.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === name).length;
+    const client = new Client({ connection, namespace: server.namespace });
+    const { handle, events, scheduled, weightSetAt } = await rolloutHistory(client, workflowId);
     expect(scheduled('setCanaryWeight')).toBe(1);
-    const weightSetAt = events.findIndex(
-      (e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'setCanaryWeight',
-    );
     // The pause keeps its end across the outage: it ends a pause after the weight was set, not a
     // pause after Temporal came back (a pause begun again would end 15 s or more later).
     const at = (e: (typeof events)[number]) =>
