@@ -237,16 +237,24 @@ async function slowest(stack: StackInfo, namespace: string, timeline: Timeline):
 }
 
 /** History events and activities per model workflow, from Temporal (all runs of each). */
-async function perModel(stack: StackInfo, namespace: string): Promise<ContenderResult['perModel']> {
+async function perModel(
+  stack: StackInfo,
+  namespace: string,
+): Promise<{ stats: ContenderResult['perModel']; historyEvents: number }> {
   const counts = await perModelCounts(stack, namespace);
   const stats = (m: Map<string, number>) => ({ p50: quantile([...m.values()], 0.5), max: Math.max(...m.values()) });
   return {
-    historyEvents: stats(counts.historyEvents),
-    activities: stats(counts.activities),
-    localActivities: stats(counts.localActivities),
-    workflowTasks: stats(counts.workflowTasks),
+    stats: {
+      historyEvents: stats(counts.historyEvents),
+      activities: stats(counts.activities),
+      localActivities: stats(counts.localActivities),
+      workflowTasks: stats(counts.workflowTasks),
+    },
+    historyEvents: sum(counts.historyEvents.values()),
   };
 }
+
+const sum = (xs: Iterable<number>) => [...xs].reduce((a, b) => a + b, 0);
 
 async function perModelCounts(stack: StackInfo, namespace: string) {
   const connection = await Connection.connect({ address: stack.temporalAddress });
@@ -280,8 +288,7 @@ async function perModelCounts(stack: StackInfo, namespace: string) {
 
 /** Every history event of the namespace's model workflows (all runs), counted. */
 async function historyEventsOf(stack: StackInfo, namespace: string): Promise<number> {
-  const counts = await perModelCounts(stack, namespace);
-  return [...counts.historyEvents.values()].reduce((a, b) => a + b, 0);
+  return sum((await perModelCounts(stack, namespace)).historyEvents.values());
 }
 
 /** Leaves everything alone for `seconds` and measures what that costs, per minute. */
@@ -289,17 +296,18 @@ async function atRest(
   stack: StackInfo,
   pids: Record<string, number>,
   seconds: number,
-  namespace: string | undefined,
+  /** The operator's namespace and its history events so far (counted for perModel already). */
+  history: { namespace: string; events: number } | undefined,
   log: (line: string) => void,
 ): Promise<AtRest> {
   log(`at rest for ${seconds}s`);
-  const eventsBefore = namespace ? await historyEventsOf(stack, namespace) : undefined;
+  const eventsBefore = history?.events;
   const requestsBefore = apiserverRequests(stack);
   const usage = new Usage(pids);
   await sleep(seconds * 1000);
   const { cpuSeconds, machineCpuSeconds } = usage.stop();
   const requestsAfter = apiserverRequests(stack);
-  const eventsAfter = namespace ? await historyEventsOf(stack, namespace) : undefined;
+  const eventsAfter = history ? await historyEventsOf(stack, history.namespace) : undefined;
   const perMinute = (x: number) => round((x * 60) / seconds, 2);
   const byResource = difference(requestsAfter.byResource, requestsBefore.byResource);
   return {
@@ -363,6 +371,7 @@ export async function runContender(
     ? // Each object's Deployment has the object's name (Foo deploymentName, MachineModel).
       [...timeline.converged].map(([obj, t]) => t - (timeline.available.get(obj) ?? t))
     : [];
+  const counted = name === 'operator' ? await perModel(stack, namespace) : undefined;
   const result: ContenderResult = {
     models: n,
     convergedSeconds: round(Math.max(...timeline.done.values()) / 1000),
@@ -378,11 +387,17 @@ export async function runContender(
       Object.entries(difference(requestsAfter.byResource, requestsBefore.byResource)).sort(([, a], [, b]) => b - a),
     ),
     deleteSeconds: 0,
-    ...(name === 'operator' ? { perModel: await perModel(stack, namespace) } : {}),
+    ...(counted ? { perModel: counted.stats } : {}),
   };
   if (name === 'operator' && lags.length) result.slowest = await slowest(stack, namespace, timeline);
   if (options.restSeconds)
-    result.atRest = await atRest(stack, pids, options.restSeconds, name === 'operator' ? namespace : undefined, log);
+    result.atRest = await atRest(
+      stack,
+      pids,
+      options.restSeconds,
+      counted && { namespace, events: counted.historyEvents },
+      log,
+    );
   log(`${name}: converged in ${result.convergedSeconds}s; deleting ${namespace}`);
   const deleting = performance.now();
   kubectlRun(stack, ['delete', 'namespace', namespace, '--wait=false']);
