@@ -86,6 +86,8 @@ function table(results: Partial<Record<ContenderName, ContenderResult>>): string
   const lines = ['| | floor | peer | operator | operator/peer | operator/floor |', '|---|---|---|---|---|---|'];
   for (const [title, get] of rows) {
     const [f, p, o] = [floor, peer, operator].map((r) => (r ? get(r) : undefined));
+    // The at-rest rows only when the run rested.
+    if (f === undefined && p === undefined && o === undefined) continue;
     lines.push(`| ${title} | ${f ?? '–'} | ${p ?? '–'} | ${o ?? '–'} | ${ratio(o, p)} | ${ratio(o, f)} |`);
   }
   return lines.join('\n');
