@@ -1,6 +1,7 @@
 // The canary of a rollout: its Deployment and Service, its share of the model's requests on the
 // gateway, and its removal. Each step is idempotent: a retry or a replayed rollout changes nothing
 // that is already as asked.
+import { log } from '@temporalio/activity';
 import type { KubernetesObject, V1Deployment } from '@kubernetes/client-node';
 import { canaryWeightAnnotation, type ModelRef } from '../src/core/api.js';
 import { buildCanaryDeployment, buildCanaryService, canaryName } from '../src/core/canary-state.js';
@@ -8,7 +9,7 @@ import { containerTroubles } from '../src/core/container-troubles.js';
 import { isSubset } from '../src/core/desired-state.js';
 import { ownershipOf } from '../src/core/ownership.js';
 import { readinessOf } from '../src/core/readiness.js';
-import { routeSpec, wantsRoute } from '../src/core/route-rules.js';
+import { routeId, routeSpec, wantsRoute } from '../src/core/route-rules.js';
 import type { CanaryHealth, Revision, TrafficSample } from '../src/core/rollout.js';
 import { isReady } from '../src/core/status.js';
 import type { ActivityDeps } from './deps.js';
@@ -108,12 +109,22 @@ export function setCanaryWeightActivity({ kube, build, gateway }: ActivityDeps) 
 }
 
 /**
- * The canary's requests and 5xx answers as the gateway counts them, since it started. Neither Caddy
- * nor the Gateway API driver reports them per backend yet: undefined, and the verdicts say so.
+ * The canary's requests and 5xx answers as the gateway counts them (Caddy: since its last config
+ * load). Undefined where the gateway does not count them per backend (the Gateway API driver), or
+ * cannot be read just now: the rollout reads again at its next look, and says when it never could.
  */
-export function canaryTrafficActivity(_deps: ActivityDeps) {
-  return async function canaryTraffic(_input: { ref: ModelRef }): Promise<TrafficSample | undefined> {
-    return undefined;
+export function canaryTrafficActivity({ gateway }: ActivityDeps) {
+  return async function canaryTraffic(input: { ref: ModelRef }): Promise<TrafficSample | undefined> {
+    if (!gateway?.traffic) return undefined;
+    try {
+      return await gateway.traffic(routeId(input.ref));
+    } catch (err) {
+      log.warn("could not read the canary's requests", {
+        model: `${input.ref.namespace}/${input.ref.name}`,
+        error: err instanceof Error ? err.message : String(err),
+      });
+      return undefined;
+    }
   };
 }
 

@@ -20,6 +20,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import {
+  addTraffic,
   canaryReplicas,
   durationSeconds,
   judgeCanary,
@@ -44,6 +45,7 @@ import type { PatchId } from './patches.js';
 import { step } from './steps.js';
 
 const viewCurrent: PatchId = 'rollout-view-current';
+const trafficWatched: PatchId = 'rollout-traffic-watched';
 
 const { metrics } = proxySinks<ReconcileSinks>();
 
@@ -191,26 +193,45 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
     }
   }
 
-  /** One try of a step: ready, the weight, the pause (watching the canary's health), the verdict. */
+  /** One try of a step: ready, the weight, the pause (watching the canary), the verdict. */
   async function tryStep(weight: number, pauseSeconds: number, stepLabel: string): Promise<CanaryVerdict> {
     const replicas = canaryReplicas(input.stableReplicas, weight);
     const ready = await canaryReady(replicas);
     if (ready.kind === 'failed' || personActed()) return ready;
     await setWeight(weight);
-    const before = await traffic();
+    const watched = patched(trafficWatched);
+    const first = await traffic();
+    /** The step's requests since `first`, when the gateway reports them; and its last reading. */
+    let seen: TrafficSample | undefined = first && { requests: 0, errors: 0 };
+    let last = first;
+    const read = async () => {
+      const now = await traffic();
+      if (!now) return;
+      seen = addTraffic(seen ?? { requests: 0, errors: 0 }, last, now);
+      last = now;
+    };
     pauseEndsAt = Date.now() + pauseSeconds * 1000;
     while (view.phase === 'Paused' || secondsLeft()! > 0) {
       const left = secondsLeft() ?? 0;
       await hold(Math.min(checkSeconds, left), `${stepLabel}: pause, ${left} s left`);
       if (personActed()) return ready;
-      const now = judgeCanary(plan.analysis, await health(replicas), false);
-      if (now.kind === 'failed') return now;
+      // The gateway's counters are read at every look, so a config reload that restarts them loses
+      // little, and a canary that answers errors fails before its step ends.
+      const [now] = await Promise.all([health(replicas), watched ? read() : undefined]);
+      const verdict = judgeCanary(plan.analysis, { ...now, ...(seen ? { traffic: seen } : {}) }, false);
+      if (verdict.kind === 'failed') return verdict;
     }
     pauseEndsAt = undefined;
-    const after = await traffic();
-    const sample =
-      before && after ? { requests: after.requests - before.requests, errors: after.errors - before.errors } : after;
-    return judgeCanary(plan.analysis, { ...(await health(replicas)), traffic: sample }, true);
+    let sample: TrafficSample | undefined;
+    if (watched) {
+      await read();
+      sample = seen;
+    } else {
+      const after = await traffic();
+      sample =
+        first && after ? { requests: after.requests - first.requests, errors: after.errors - first.errors } : after;
+    }
+    return judgeCanary(plan.analysis, { ...(await health(replicas)), ...(sample ? { traffic: sample } : {}) }, true);
   }
 
   /** One step; how the rollout ends, when it ends in this step. */

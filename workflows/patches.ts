@@ -34,6 +34,13 @@ export const patches = {
     addedIn: '0.2.0',
     stage: 'patched',
   },
+  'rollout-traffic-watched': {
+    workflow: 'canaryRolloutWorkflow',
+    guards:
+      "the canary's requests are read from the gateway at every look during a pause, and a breach fails the step at once",
+    addedIn: '0.2.0',
+    stage: 'patched',
+  },
 } as const satisfies Record<string, PatchRecord>;
 
 export type PatchId = keyof typeof patches;

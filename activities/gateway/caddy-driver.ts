@@ -1,5 +1,10 @@
 // Caddy as an external API gateway, driven through its admin API. Each model is one route with a
 // stable "@id" (namespace, name and uid), inserted ahead of a catch-all that answers 404.
+//
+// During a canary step the route's weighted split goes through two small servers of Caddy's own, one
+// per revision, listening on abstract Unix sockets: Caddy's metrics count requests per server (not
+// per upstream), so this is how the gateway tells the canary's answers from the stable revision's.
+import { createHash } from 'node:crypto';
 import { Mutex } from 'async-mutex';
 import type { ModelRef } from '../../src/core/api.js';
 import { isSubset } from '../../src/core/desired-state.js';
@@ -10,6 +15,8 @@ import {
   type RouteBackend,
   type RouteSpec,
 } from '../../src/core/route-rules.js';
+import type { TrafficSample } from '../../src/core/rollout.js';
+import { serverTraffic } from './caddy-metrics.js';
 import { GatewayUnavailable, type GatewayDriver } from './driver.js';
 import { request, type HttpResult } from './http.js';
 
@@ -55,30 +62,68 @@ const catchAllId = `${routeIdPrefix}-catch-all`;
  */
 const dialRetry = { try_duration: '5s', try_interval: '250ms' };
 
+type Track = 'stable' | 'canary';
+const tracks: Track[] = ['stable', 'canary'];
+
+/** The Caddy server that carries one revision's share of a split route; its name labels its metrics. */
+export function trackServerName(routeId: string, track: Track): string {
+  return `${routeId}-${track}`;
+}
+
+/** An abstract Unix socket (no file, no port to pick): Linux only, like the cluster Caddy runs on. */
+function trackSocket(routeId: string, track: Track): string {
+  const hash = createHash('sha256').update(routeId).digest('hex').slice(0, 16);
+  return `unix/@mmo-${hash}-${track}`;
+}
+
+const grpcTransport = { protocol: 'http', versions: ['h2c', '2'] };
+
+function proxyTo(dials: string[], route: RouteSpec, weights?: number[]): Record<string, unknown> {
+  return {
+    handler: 'reverse_proxy',
+    upstreams: dials.map((dial) => ({ dial })),
+    load_balancing: weights
+      ? { selection_policy: { policy: 'weighted_round_robin', weights }, ...dialRetry }
+      : dialRetry,
+    ...(route.protocol === 'grpc' ? { transport: grpcTransport } : {}),
+  };
+}
+
+const dialOf = (b: RouteBackend) => `${b.host}:${b.port}`;
+
 export function caddyRoute(route: RouteSpec): CaddyRoute {
   const match: { path: string[]; host?: string[] } = { path: [route.pathPrefix, `${route.pathPrefix}/*`] };
   if (route.hostnames.length) match.host = route.hostnames;
-  const dial = (b: RouteBackend) => ({ dial: `${b.host}:${b.port}` });
-  const proxy: Record<string, unknown> = {
-    handler: 'reverse_proxy',
-    upstreams: route.canary ? [dial(route.service), dial(route.canary.service)] : [dial(route.service)],
-    load_balancing: route.canary
-      ? {
-          selection_policy: {
-            policy: 'weighted_round_robin',
-            weights: [100 - route.canary.weight, route.canary.weight],
-          },
-          ...dialRetry,
-        }
-      : dialRetry,
-  };
-  if (route.protocol === 'grpc') proxy.transport = { protocol: 'http', versions: ['h2c', '2'] };
+  const proxy = route.canary
+    ? proxyTo(
+        tracks.map((t) => trackSocket(route.id, t)),
+        route,
+        [100 - route.canary.weight, route.canary.weight],
+      )
+    : proxyTo([dialOf(route.service)], route);
   return {
     '@id': route.id,
     match: [match],
     handle: [{ handler: 'rewrite', strip_path_prefix: route.pathPrefix }, proxy],
     terminal: true,
   };
+}
+
+/** During a canary step: the two servers the route splits its requests between, by name. */
+export function caddyTrackServers(route: RouteSpec): Record<string, unknown> {
+  if (!route.canary) return {};
+  const backends: Record<Track, RouteBackend> = { stable: route.service, canary: route.canary.service };
+  return Object.fromEntries(
+    tracks.map((t) => [
+      trackServerName(route.id, t),
+      {
+        listen: [trackSocket(route.id, t)],
+        automatic_https: { disable: true },
+        ...(route.protocol === 'grpc' ? { protocols: ['h1', 'h2c'] } : {}),
+        routes: [{ handle: [proxyTo([dialOf(backends[t])], route)] }],
+      },
+    ]),
+  );
 }
 
 export class CaddyDriver implements GatewayDriver {
@@ -176,22 +221,74 @@ export class CaddyDriver implements GatewayDriver {
   }
 
   async put(route: RouteSpec): Promise<boolean> {
-    const desired = caddyRoute(await this.addressed(route));
+    const addressed = await this.addressed(route);
+    const desired = caddyRoute(addressed);
+    // A split route's servers exist before the route names them, and go after it stops.
+    const servers = caddyTrackServers(addressed);
+    let changed = false;
+    if (route.canary) {
+      await this.ensureMetrics();
+      for (const [name, server] of Object.entries(servers)) changed = (await this.putServer(name, server)) || changed;
+    }
     const current = await this.call('GET', `/id/${route.id}`);
     if (current.status === 200) {
-      if (isSubset(desired, current.json) && isSubset(current.json, desired)) return false;
+      if (isSubset(desired, current.json) && isSubset(current.json, desired)) return changed;
       await this.change('PATCH', `/id/${route.id}`, desired, `update route ${route.id}`);
-      return true;
+    } else {
+      // A new route: the server must exist first; inserted at the front, ahead of the catch-all.
+      await this.ensureServer();
+      await this.change('PUT', `${this.routesPath}/0`, desired, `add route ${route.id}`);
     }
-    // A new route: the server must exist first; inserted at the front, ahead of the catch-all.
-    await this.ensureServer();
-    await this.change('PUT', `${this.routesPath}/0`, desired, `add route ${route.id}`);
+    if (!route.canary) await this.removeTrackServers(route.id);
     return true;
   }
 
   async remove(id: string, _owner: ModelRef): Promise<boolean> {
     const res = await this.call('DELETE', `/id/${id}`);
+    await this.removeTrackServers(id);
     return res.status < 300;
+  }
+
+  /** The canary's requests and 5xx answers since Caddy last loaded its config. */
+  async traffic(routeId: string): Promise<TrafficSample> {
+    let res: HttpResult;
+    try {
+      res = await this.admin.runExclusive(() => request('GET', `${this.opts.adminURL}/metrics`));
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code ?? (err instanceof Error ? err.message : String(err));
+      throw new GatewayUnavailable(`Caddy admin API at ${this.opts.adminURL} is unreachable: ${code}`);
+    }
+    if (res.status !== 200) throw new GatewayUnavailable(`Caddy's metrics answered ${res.status}`);
+    return serverTraffic(res.body, trackServerName(routeId, 'canary'));
+  }
+
+  private serverPath(name: string): string {
+    return `/config/apps/http/servers/${name}`;
+  }
+
+  private async putServer(name: string, server: unknown): Promise<boolean> {
+    const current = await this.call('GET', this.serverPath(name));
+    if (current.status === 200 && isSubset(server, current.json) && isSubset(current.json, server)) return false;
+    // POST sets the key whether it exists or not.
+    await this.change('POST', this.serverPath(name), server, `set server ${name}`);
+    return true;
+  }
+
+  private async removeTrackServers(routeId: string): Promise<void> {
+    for (const t of tracks) {
+      const name = trackServerName(routeId, t);
+      const current = await this.call('GET', this.serverPath(name));
+      if (current.status === 200 && current.json)
+        await this.change('DELETE', this.serverPath(name), undefined, `remove server ${name}`);
+    }
+  }
+
+  /** Caddy counts HTTP requests only with its metrics on (off by default since 2.10). */
+  private async ensureMetrics(): Promise<void> {
+    const current = await this.call('GET', '/config/apps/http/metrics');
+    if (current.status === 200 && current.json) return;
+    await this.ensureServer();
+    await this.change('POST', '/config/apps/http/metrics', {}, 'turn on HTTP metrics');
   }
 
   publicURL(route: RouteSpec): string {

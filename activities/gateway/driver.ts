@@ -1,5 +1,6 @@
 import type { ModelRef } from '../../src/core/api.js';
 import type { ExistingRoute, RouteSpec } from '../../src/core/route-rules.js';
+import type { TrafficSample } from '../../src/core/rollout.js';
 
 /** One API gateway. Every method is idempotent. */
 export interface GatewayDriver {
@@ -10,6 +11,11 @@ export interface GatewayDriver {
   put(route: RouteSpec): Promise<boolean>;
   /** Removes the route with this id; false when it was not there. */
   remove(id: string, owner: ModelRef): Promise<boolean>;
+  /**
+   * The requests the route's canary answered, and how many with 5xx, as the gateway counts them;
+   * absent where the gateway does not count them per backend.
+   */
+  traffic?(routeId: string): Promise<TrafficSample>;
   /** Where clients reach the route. */
   publicURL(route: RouteSpec): string;
 }

@@ -113,10 +113,29 @@ export function canaryReplicas(stableReplicas: number, weight: number): number {
   return Math.max(1, Math.ceil((stableReplicas * weight) / 100));
 }
 
-/** The canary's requests and 5xx answers since its step began, as the gateway counts them. */
+/** The canary's requests and 5xx answers, as the gateway counts them. */
 export interface TrafficSample {
   requests: number;
   errors: number;
+  /**
+   * When the gateway's counters last started from zero (Caddy's: its last config load). A reading
+   * with another value counts from that moment, not from the reading before it.
+   */
+  countedSince?: number;
+}
+
+/**
+ * The step's requests so far (`total`), with the gateway's counters read again (`now`) after the
+ * reading before (`last`). Counters that started again from zero count from there: requests answered
+ * between the last reading and that restart are not seen.
+ */
+export function addTraffic(total: TrafficSample, last: TrafficSample | undefined, now: TrafficSample): TrafficSample {
+  const restarted = !last || now.countedSince !== last.countedSince || now.requests < last.requests;
+  const from = restarted ? { requests: 0, errors: 0 } : last;
+  return {
+    requests: total.requests + now.requests - from.requests,
+    errors: total.errors + Math.max(0, now.errors - from.errors),
+  };
 }
 
 export interface CanaryHealth {
@@ -141,8 +160,9 @@ const percent = (x: number) => `${Math.round(x * 10) / 10}%`;
 
 /**
  * The canary's verdict now. Readiness first: a canary that crashes, cannot pull its image or cannot
- * start fails at once; one that is still loading is waited for. The error rate is judged at the end
- * of a step (`endOfStep`), over the step's requests, where the gateway reports them.
+ * start fails at once; one that is still loading is waited for. The error rate is judged over the
+ * step's requests, where the gateway reports them: during the step it fails the canary as soon as
+ * enough requests came to judge; at the end of the step (`endOfStep`) too few leave it to a person.
  */
 export function judgeCanary(
   analysis: RolloutAnalysis | undefined,
@@ -158,11 +178,12 @@ export function judgeCanary(
     return { kind: 'waiting', detail: `canary ${ready}${why}` };
   }
   const max = analysis?.maxErrorRatePercent;
-  if (max === undefined || !endOfStep) return { kind: 'healthy', detail: `canary ${ready}` };
   const t = health.traffic;
+  if (max === undefined || (!endOfStep && !t)) return { kind: 'healthy', detail: `canary ${ready}` };
   if (!t) return { kind: 'healthy', detail: `canary ${ready}; the gateway does not report its error rate` };
   const min = analysis?.minRequests ?? 0;
   if (t.requests < min || t.requests === 0) {
+    if (!endOfStep) return { kind: 'healthy', detail: `canary ${ready}` };
     return {
       kind: 'inconclusive',
       detail: `canary ${ready}; ${t.requests} requests in this step, fewer than the ${Math.max(min, 1)} needed to judge its error rate`,

@@ -1,6 +1,6 @@
 // Canary rollouts on the real node, through a real Caddy: the canary serves its step's share of real
-// requests, a person promotes it with mmctl, and a canary that crashes is rolled back without one,
-// never having taken a request.
+// requests, a person promotes it with mmctl, a canary that crashes is rolled back without one, never
+// having taken a request, and so is one that answers errors, by Caddy's own count of its answers.
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
@@ -31,8 +31,8 @@ const mmctl = (...args: string[]) =>
   });
 
 const plan: RolloutSpec = { strategy: 'Canary', steps: [{ weight: 25, pause: '30m' }] };
-const model = (modelPath: string) =>
-  machineModel(ns, 'canaried', { image: misbehavingModelImage.ref, modelPath, replicas: 2, rollout: plan });
+const model = (modelPath: string, rollout = plan) =>
+  machineModel(ns, 'canaried', { image: misbehavingModelImage.ref, modelPath, replicas: 2, rollout });
 const status = () => k.get('machinemodel', ns, 'canaried')?.status;
 
 /** The model paths the stable Deployment's Pods run, terminating ones included. */
@@ -176,5 +176,34 @@ describe.skipIf(!stack.realNode)(`canary rollouts on the real node (${stack.simu
     expect(status()?.phase).toBe('Failed');
     await eventually('the canary removed', () => (!k.get('deployment', ns, 'canaried-canary') ? true : undefined));
     expect(await servedBy(10)).toEqual({ v2: 10 });
+  }, 420_000);
+
+  it("rolls back a canary that answers errors, judged by Caddy's count of its answers, without a person", async () => {
+    const analysed: RolloutSpec = { ...plan, analysis: { maxErrorRatePercent: 5, minRequests: 20 } };
+    k.apply(model('/errors', analysed));
+    const seen: Record<string, number> = {};
+    // Within 4 minutes, so at a look during the step's 30-minute pause, not at its end.
+    await eventually(
+      'rolled back',
+      async () => {
+        for (const [who, n] of Object.entries(await servedBy(50))) seen[who] = (seen[who] ?? 0) + n;
+        return status()?.rollout?.phase === 'RolledBack' ? true : undefined;
+      },
+      240_000,
+    );
+    console.log(`while the canary served: ${JSON.stringify(seen)}`);
+    expect(Object.keys(seen).sort()).toEqual(['HTTP 500', 'v2']);
+    const ready = conditionOf(k.get('machinemodel', ns, 'canaried'), 'Ready');
+    expect(ready).toMatchObject({ status: 'False', reason: 'RolloutFailed' });
+    const numbers =
+      /rolled back at step 1 \(25%\): canary error rate too high: (\d+) of (\d+) requests answered 5xx \(100%, at most 5%\)/.exec(
+        ready?.message ?? '',
+      );
+    expect(numbers, ready?.message).not.toBeNull();
+    // Caddy's count can miss requests answered just before a config reload, never add any.
+    expect(Number(numbers![2])).toBeGreaterThanOrEqual(20);
+    expect(Number(numbers![2])).toBeLessThanOrEqual(seen['HTTP 500']!);
+    await eventually('the canary removed', () => (!k.get('deployment', ns, 'canaried-canary') ? true : undefined));
+    expect(await servedBy(20)).toEqual({ v2: 20 });
   }, 420_000);
 });

@@ -2,13 +2,15 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { KubeConfig } from '@kubernetes/client-node';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { CaddyDriver } from '../../activities/gateway/caddy-driver.js';
+import http from 'node:http';
+import { CaddyDriver, trackServerName } from '../../activities/gateway/caddy-driver.js';
 import { request } from '../../activities/gateway/http.js';
 import { createActivities } from '../../activities/index.js';
 import { KubeClient } from '../../activities/kube-client.js';
 import { defaultBuildOptions } from '../../src/core/desired-state.js';
 import { freePort } from '../../tools/local-stack/processes.js';
-import { routeId } from '../../src/core/route-rules.js';
+import { addTraffic } from '../../src/core/rollout.js';
+import { routeId, type RouteSpec } from '../../src/core/route-rules.js';
 import { conditionOf, kubectlFor } from '../support/cluster.js';
 import { eventually } from '../support/eventually.js';
 import { CaddyProcess } from '../support/caddy-under-test.js';
@@ -240,6 +242,74 @@ describe('a gateway that forgets its routes', () => {
       60_000,
     );
     console.log(`route republished ${((Date.now() - restarted) / 1000).toFixed(1)}s after Caddy restarted empty`);
+  });
+});
+
+describe("a canary's share of the requests, counted on Caddy", () => {
+  /** A plain HTTP server on loopback that answers every request with `status` and its own name. */
+  async function backend(name: string, status: number) {
+    const server = http.createServer((_req, res) => res.writeHead(status).end(name));
+    const port = await freePort();
+    await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+    return { server, backend: { name, namespace: 'none', port, host: '127.0.0.1' } };
+  }
+
+  it("counts the canary's requests and 5xx apart from the stable revision's, also across config reloads", async () => {
+    const stable = await backend('stable', 200);
+    const canary = await backend('canary', 503);
+    const driver = new CaddyDriver({
+      adminURL: caddy.adminURL,
+      server: 'machinemodels',
+      listen: caddy.operatorEnv.MMO_CADDY_LISTEN!,
+      publicURL: caddy.publicURL,
+    });
+    // Not a model's route id: the operator's janitor leaves it alone.
+    const route: RouteSpec = {
+      id: `canary-counting-${randomUUID().slice(0, 8)}`,
+      namespace: 'none',
+      name: 'counted',
+      uid: 'u',
+      pathPrefix: `/counted-${randomUUID().slice(0, 8)}`,
+      hostnames: [],
+      service: stable.backend,
+      canary: { service: canary.backend, weight: 20 },
+      protocol: 'http',
+    };
+    const send = async (n: number) => {
+      const seen: Record<string, number> = {};
+      for (let i = 0; i < n; i++) {
+        const res = await request('GET', `${caddy.publicURL}${route.pathPrefix}/predict`);
+        seen[res.body] = (seen[res.body] ?? 0) + 1;
+      }
+      return seen;
+    };
+    try {
+      expect(await driver.put(route)).toBe(true);
+      const first = await driver.traffic(route.id);
+      // Caddy's weighted round robin: 20 of every 100 requests, one after another.
+      expect(await send(100)).toEqual({ stable: 80, canary: 20 });
+      const second = await driver.traffic(route.id);
+      let seen = addTraffic(addTraffic({ requests: 0, errors: 0 }, undefined, first), first, second);
+      expect(seen).toEqual({ requests: 20, errors: 20 });
+
+      // Any config change reloads Caddy and starts its counters again: counted from the reload.
+      await driver.put({ ...route, canary: { ...route.canary!, weight: 50 } });
+      expect(await send(100)).toEqual({ stable: 50, canary: 50 });
+      const third = await driver.traffic(route.id);
+      expect(third.countedSince).not.toBe(second.countedSince);
+      seen = addTraffic(seen, second, third);
+      expect(seen).toEqual({ requests: 70, errors: 70 });
+
+      // Without the canary, its servers go with the split.
+      expect(await driver.put({ ...route, canary: undefined })).toBe(true);
+      expect(await send(5)).toEqual({ stable: 5 });
+      const servers = await request('GET', `${caddy.adminURL}/config/apps/http/servers`);
+      expect(Object.keys(JSON.parse(servers.body) as object)).not.toContain(trackServerName(route.id, 'canary'));
+    } finally {
+      await driver.remove(route.id, { namespace: 'none', name: 'counted', uid: 'u' });
+      stable.server.close();
+      canary.server.close();
+    }
   });
 });
 

@@ -3,6 +3,7 @@ import {
   canaryReplicas,
   deployedRevision,
   durationSeconds,
+  addTraffic,
   judgeCanary,
   revisionName,
   revisionOf,
@@ -146,8 +147,14 @@ describe('the verdict on a canary', () => {
     ).toEqual({ kind: 'waiting', detail: 'canary 0 of 1 ready: container model is running but not ready (1 pod)' });
   });
 
-  it('judges the error rate at the end of a step, with the numbers', () => {
-    expect(judgeCanary(plan.analysis, { ...ready, traffic: { requests: 100, errors: 9 } }, false).kind).toBe('healthy');
+  it('judges the error rate over the step, with the numbers: during it once enough requests came, and at its end', () => {
+    // During the step: too few requests yet is no verdict; enough, and a breach fails at once.
+    expect(judgeCanary(plan.analysis, { ...ready, traffic: { requests: 3, errors: 3 } }, false).kind).toBe('healthy');
+    expect(judgeCanary(plan.analysis, { ...ready, traffic: { requests: 100, errors: 9 } }, false)).toMatchObject({
+      kind: 'failed',
+      check: 'ErrorRate',
+    });
+    expect(judgeCanary(plan.analysis, { ...ready, traffic: { requests: 100, errors: 5 } }, false).kind).toBe('healthy');
     expect(judgeCanary(plan.analysis, { ...ready, traffic: { requests: 100, errors: 9 } }, true)).toEqual({
       kind: 'failed',
       check: 'ErrorRate',
@@ -156,6 +163,25 @@ describe('the verdict on a canary', () => {
     expect(judgeCanary(plan.analysis, { ...ready, traffic: { requests: 100, errors: 5 } }, true)).toEqual({
       kind: 'healthy',
       detail: 'canary 1 of 1 ready; 5 of 100 requests answered 5xx (5%, at most 5%)',
+    });
+  });
+
+  it("adds up the gateway's readings over a step, counting from zero again where its counters restarted", () => {
+    const first = { requests: 500, errors: 10, countedSince: 1 };
+    let seen = addTraffic({ requests: 0, errors: 0 }, undefined, first);
+    // The first reading is where the step starts counting; taken as restarted, it is added whole...
+    expect(seen).toEqual({ requests: 500, errors: 10 });
+    // ...so the rollout starts its total at zero and passes the first reading as the one before.
+    seen = addTraffic({ requests: 0, errors: 0 }, first, { requests: 540, errors: 12, countedSince: 1 });
+    expect(seen).toEqual({ requests: 40, errors: 2 });
+    // Caddy reloaded its config: its counters start from zero at that moment.
+    const reloaded = { requests: 15, errors: 5, countedSince: 2 };
+    seen = addTraffic(seen, { requests: 540, errors: 12, countedSince: 1 }, reloaded);
+    expect(seen).toEqual({ requests: 55, errors: 7 });
+    // A counter that went down restarted, even where the gateway gives no reload time.
+    expect(addTraffic(seen, { requests: 15, errors: 5 }, { requests: 4, errors: 1 })).toEqual({
+      requests: 59,
+      errors: 8,
     });
   });
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { caddyRoute } from '../../activities/gateway/caddy-driver.js';
+import { caddyRoute, caddyTrackServers, trackServerName } from '../../activities/gateway/caddy-driver.js';
 import { httpRoute } from '../../activities/gateway/gateway-api-driver.js';
 import { defaultBuildOptions } from '../../src/core/desired-state.js';
 import {
@@ -121,15 +121,30 @@ describe('gateway objects', () => {
 
   it('splits a canary step between the stable and canary Services by weight, on Caddy and on the Gateway API', () => {
     const split = routeSpec(ref, spec, defaultBuildOptions, 10);
-    expect(caddyRoute(split).handle?.[1]).toEqual({
+    // Caddy: through one server per revision on an abstract socket, so its metrics count each apart.
+    const proxy = caddyRoute(split).handle?.[1] as { upstreams: { dial: string }[] };
+    expect(proxy).toMatchObject({
       handler: 'reverse_proxy',
-      upstreams: [{ dial: 'clf.ml.svc.cluster.local:80' }, { dial: 'clf-canary.ml.svc.cluster.local:80' }],
       load_balancing: {
         selection_policy: { policy: 'weighted_round_robin', weights: [90, 10] },
         try_duration: '5s',
         try_interval: '250ms',
       },
     });
+    const servers = caddyTrackServers(split);
+    const stable = trackServerName(split.id, 'stable');
+    const canary = trackServerName(split.id, 'canary');
+    expect(Object.keys(servers)).toEqual([stable, canary]);
+    const listen = (name: string) => (servers[name] as { listen: string[] }).listen;
+    expect(proxy.upstreams).toEqual([{ dial: listen(stable)[0] }, { dial: listen(canary)[0] }]);
+    expect(listen(canary)[0]).toMatch(/^unix\/@mmo-[0-9a-f]{16}-canary$/);
+    expect(servers[canary]).toMatchObject({
+      routes: [{ handle: [{ handler: 'reverse_proxy', upstreams: [{ dial: 'clf-canary.ml.svc.cluster.local:80' }] }] }],
+    });
+    expect(servers[stable]).toMatchObject({
+      routes: [{ handle: [{ handler: 'reverse_proxy', upstreams: [{ dial: 'clf.ml.svc.cluster.local:80' }] }] }],
+    });
+    expect(caddyTrackServers(r)).toEqual({});
     expect(httpRoute(split, { namespace: 'gw', name: 'public' }).spec.rules[0]!.backendRefs).toEqual([
       { name: 'clf', port: 80, weight: 90 },
       { name: 'clf-canary', port: 80, weight: 10 },

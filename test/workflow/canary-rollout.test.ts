@@ -137,6 +137,30 @@ describe('canaryRolloutWorkflow', () => {
     });
   });
 
+  it("fails a canary that answers errors before its pause ends, counting across the gateway's counter restarts", async () => {
+    const cluster = new FakeCluster();
+    cluster.canary.traffic = { requests: 500, errors: 0, countedSince: 1 };
+    await wf.withWorker(cluster, async (tq) => {
+      const handle = await start(tq);
+      await pass('1 minute');
+      cluster.canary.traffic = { requests: 510, errors: 0, countedSince: 1 };
+      await pass('1 minute');
+      // Caddy reloaded its config (another model's route changed): its counters began again.
+      cluster.canary.traffic = { requests: 12, errors: 6, countedSince: 2 };
+      const result = await handle.result();
+      expect(result).toMatchObject({
+        outcome: 'RolledBack',
+        check: 'ErrorRate',
+        message:
+          'rolled back at step 1 (10%): canary error rate too high: 6 of 22 requests answered 5xx (27.3%, at most 5%)',
+      });
+      // At the next look, not at the end of the 5-minute pause.
+      const { startTime, closeTime } = await handle.describe();
+      expect(closeTime!.getTime() - startTime.getTime()).toBeLessThan(4 * 60_000);
+      expect(cluster.canary.weights).toEqual([10, 0]);
+    });
+  });
+
   it('with onFailure: Pause, holds for a person, who tries the step again and then promotes', async () => {
     const cluster = new FakeCluster();
     cluster.canary.traffic = { requests: 0, errors: 0 };
