@@ -11,7 +11,7 @@ import { freePort } from '../tools/local-stack/processes.js';
 import { down, kubectlRun, up } from '../tools/local-stack/stack.js';
 import { machineModel } from '../test/support/models.js';
 import { installCrds, operatorProbe, startOperatorProcess } from '../test/support/operator-process.js';
-import { deploymentNodeOptions } from './harness/deployment.js';
+import { imageNodeOptions } from './harness/image-node-options.js';
 
 const models = Number(process.argv[2] ?? 100);
 const stateDir = path.join(cacheRoot, 'stack-bench');
@@ -50,7 +50,7 @@ async function main(): Promise<void> {
         MMO_TASK_QUEUE: `bench-${randomUUID()}`,
         MMO_METRICS_PORT: String(metricsPort),
         LOG_LEVEL: 'warn',
-        NODE_OPTIONS: deploymentNodeOptions(),
+        NODE_OPTIONS: imageNodeOptions(),
       },
       'bench-memory',
     );

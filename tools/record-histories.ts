@@ -79,7 +79,7 @@ async function startRollout(w: World, ns: string, name: string): Promise<string>
 }
 
 /** Waits for the model's workflow run to close, then saves its history. */
-async function save(w: World, story: string, workflowId: string, closes = true): Promise<void> {
+async function save(w: World, story: string, workflowId: string, closes = true, runId?: string): Promise<void> {
   if (closes) {
     await eventually(
       `${workflowId} to close`,
@@ -98,6 +98,7 @@ async function save(w: World, story: string, workflowId: string, closes = true):
       w.stack.temporalNamespace,
       '-w',
       workflowId,
+      ...(runId ? ['-r', runId] : []),
       '-o',
       'json',
     ],
@@ -221,6 +222,30 @@ const onCaddy: Record<string, (w: World) => Promise<void>> = {
   },
 };
 
+/** Stories run by an operator whose drift checks are longer than a run may live (run-age-bound). */
+const withLongDriftCheck: Record<string, (w: World) => Promise<void>> = {
+  // Ready, then at once continued as new: its next wait (14 hours) would outlive a run's 12 hours.
+  async 'idle-run-continues'(w) {
+    const ns = 'hist';
+    w.k.apply(machineModel(ns, 'idle'));
+    await phaseIs(w, ns, 'idle', 'Ready');
+    const id = workflowIdFor(ns, 'idle');
+    const first = await eventually(
+      `${id}'s first run continued as new`,
+      async () => {
+        for await (const run of w.client.workflow.list({
+          query: `WorkflowId = '${id}' AND ExecutionStatus = 'ContinuedAsNew'`,
+        }))
+          return run.runId;
+        return undefined;
+      },
+      waitLong,
+    );
+    await save(w, 'idle-run-continues', id, false, first);
+    w.k.kubectl('delete', 'mm', 'idle', '-n', ns);
+  },
+};
+
 const driftCheckSeconds = 10;
 const janitorSweepSeconds = 5;
 
@@ -263,6 +288,12 @@ async function main(): Promise<void> {
     const w: World = { stack, caddy, client: new Client({ connection, namespace: stack.temporalNamespace }), k };
     const common = ['--metrics-port', '0', '--drift-check', String(driftCheckSeconds)];
     await runStories(w, withoutGateway, [...common, '--gateway', 'none'], wanted);
+    await runStories(
+      w,
+      withLongDriftCheck,
+      ['--metrics-port', '0', '--drift-check', '50000', '--gateway', 'none'],
+      wanted,
+    );
     await caddy.start();
     Object.assign(process.env, caddy.operatorEnv);
     await runStories(

@@ -25,6 +25,7 @@ import {
   allHandlersFinished,
   condition,
   continueAsNew,
+  patched,
   proxySinks,
   setCurrentDetails,
   setHandler,
@@ -38,7 +39,7 @@ import type { ModelRef, Phase } from '../src/core/api.js';
 import { errorPolicy, requeueSeconds, type FailureType } from '../src/core/failures.js';
 import { lifecycleOf } from '../src/core/lifecycle.js';
 import { decideProgress } from '../src/core/progress.js';
-import { defaultWorkflowConfig, type WorkflowConfig } from '../src/core/reconcile-timing.js';
+import { defaultWorkflowConfig, jitteredSeconds, type WorkflowConfig } from '../src/core/reconcile-timing.js';
 import { roundResultOf } from '../src/core/round-result.js';
 import { isReady, phaseOf, type Verdict } from '../src/core/status.js';
 import { isEchoOf } from '../src/core/watch-echoes.js';
@@ -57,12 +58,16 @@ import {
   type WorkflowStateView,
 } from './definitions.js';
 import { gatewayRetryMaxSeconds, gatewaySteps } from './gateway.js';
+import type { PatchId } from './patches.js';
 import { rolloutReportSignal } from './rollout-definitions.js';
 import { rolloutSteps } from './rollouts.js';
 import { phaseAttribute } from './search-attributes.js';
 import { failureOf, localFirst as kubeStep } from './steps.js';
 
 const invalidSpec: FailureType = 'InvalidSpec';
+const runAgeBound: PatchId = 'run-age-bound';
+/** A run's longest life: half the day docs/workflow-versioning.md asks between releases. */
+const maxRunSeconds = 12 * 3600;
 
 /** A round's outcome, and what the loop alone needs: when to look next, whether that is a requeue. */
 type Round = RoundOutcome & { nextCheckSeconds: number; requeued?: boolean };
@@ -133,9 +138,13 @@ function handleMessages(
 }
 
 export async function machineModelWorkflow(input: MachineModelWorkflowInput): Promise<RoundOutcome> {
-  const cfg: WorkflowConfig = { ...defaultWorkflowConfig, ...input.config };
   const key = { namespace: input.namespace, name: input.name };
   const label = `${key.namespace}/${key.name}`;
+  const configured: WorkflowConfig = { ...defaultWorkflowConfig, ...input.config };
+  const cfg: WorkflowConfig = {
+    ...configured,
+    driftCheckSeconds: jitteredSeconds(configured.driftCheckSeconds, label),
+  };
   const state: CarriedState = input.state ?? { notReadyChecks: 0, rounds: 0, signals: 0, runs: 0, echoes: [] };
   state.runs++;
   // Level-triggered: every run begins by looking, unless it continues a quiet predecessor.
@@ -335,6 +344,13 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
 
   let roundsThisRun = 0;
   let lastRoundEndedAt = 0;
+  /**
+   * Runs stay short whatever the drift-check period, so that every run open at an upgrade was started
+   * by the release before it (docs/workflow-versioning.md): a run whose next wait would take it past
+   * the bound continues as new first, and the new run does the waiting.
+   */
+  const wouldOutliveRunBound = (waitSeconds: number) =>
+    Date.now() - workflowInfo().runStartTime.getTime() + waitSeconds * 1000 > maxRunSeconds * 1000;
   for (;;) {
     if (!pending()) {
       await condition(pending, `${nextCheckSeconds} seconds`, {
@@ -374,7 +390,11 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
       await condition(allHandlersFinished);
       return outcome;
     }
-    if (++roundsThisRun >= cfg.maxRoundsPerRun || workflowInfo().continueAsNewSuggested) {
+    if (
+      ++roundsThisRun >= cfg.maxRoundsPerRun ||
+      workflowInfo().continueAsNewSuggested ||
+      (wouldOutliveRunBound(nextCheckSeconds) && patched(runAgeBound))
+    ) {
       await condition(allHandlersFinished);
       return continueAsNew<typeof machineModelWorkflow>({
         ...input,

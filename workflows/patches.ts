@@ -41,6 +41,13 @@ export const patches = {
     addedIn: '0.2.0',
     stage: 'patched',
   },
+  'run-age-bound': {
+    workflow: 'machineModelWorkflow',
+    guards:
+      'a run whose next wait would take it past 12 hours continues as new first (drift checks are 10 hours apart)',
+    addedIn: '0.2.0',
+    stage: 'patched',
+  },
 } as const satisfies Record<string, PatchRecord>;
 
 export type PatchId = keyof typeof patches;

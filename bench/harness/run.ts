@@ -16,7 +16,7 @@ import { kubectlRun, resizeFakeNode, type StackInfo } from '../../tools/local-st
 import { machineModel } from '../../test/support/models.js';
 import { installCrds, operatorProbe, startOperatorProcess } from '../../test/support/operator-process.js';
 import { apiserverRequests, difference } from './apiserver-requests.js';
-import { deploymentNodeOptions } from './deployment.js';
+import { imageNodeOptions } from './image-node-options.js';
 import { round, rssMiB, Usage } from './proc.js';
 import { storyOf } from './slowest-story.js';
 import { Timeline, type Watched } from './timeline.js';
@@ -179,7 +179,7 @@ const contenders: Record<ContenderName, Contender> = {
           MMO_METRICS_PORT: String(metricsPort),
           LOG_LEVEL: 'warn',
           NODE_OPTIONS: [
-            deploymentNodeOptions(),
+            imageNodeOptions(),
             ...(options.profileDir ? [`--cpu-prof --cpu-prof-dir=${options.profileDir}`] : []),
           ].join(' '),
         },

@@ -88,7 +88,7 @@ describe('operator resilience', () => {
     operator = operatorFor(ns, 'restart-2');
     try {
       await expectConverged(ns, created, 120_000);
-      // Long before their drift check (600 s): the informer told them after its first list.
+      // Long before their drift check (10 hours): the informer told them after its first list.
       await eventually(
         "the deleted models' workflows completed",
         async () => {

@@ -21,7 +21,7 @@ describe('parseOperatorConfig', () => {
     expect(c.stickyQueueTimeoutSeconds).toBe(10);
     expect(c.workflow).toEqual({
       progressDeadlineSeconds: 600,
-      driftCheckSeconds: 600,
+      driftCheckSeconds: 36_000,
       readinessRecheckSeconds: { initial: 60, max: 300 },
     });
   });

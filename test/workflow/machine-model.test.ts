@@ -216,6 +216,28 @@ describe('machineModelWorkflow', () => {
     });
   });
 
+  it('keeps each run of an idle model within 12 hours, whatever the drift-check period', async () => {
+    const cluster = new FakeCluster();
+    cluster.ready = true;
+    await wf.withWorker(cluster, async (tq) => {
+      const handle = await start(tq);
+      await eventually('Ready', () => cluster.status?.phase === 'Ready');
+      // Two days idle: drift checks about 10 hours apart (the default), each run ending before 12 hours.
+      await wf.env.sleep('48 hours');
+      const latest = wf.env.client.workflow.getHandle(handle.workflowId);
+      const state = await latest.query(stateQuery);
+      expect(state.rounds).toBeGreaterThanOrEqual(5);
+      expect(state.runs).toBeGreaterThanOrEqual(3);
+      const first = wf.env.client.workflow.getHandle(handle.workflowId, handle.firstExecutionRunId);
+      const { status, startTime, closeTime } = await first.describe();
+      expect(status.name).toBe('CONTINUED_AS_NEW');
+      expect(closeTime!.getTime() - startTime.getTime()).toBeLessThanOrEqual(12 * 3600_000);
+      const { events } = await first.fetchHistory();
+      expect(patchMarkersOf({ events: (events ?? []) as RecordedHistory['events'] })).toEqual(['run-age-bound']);
+      await latest.terminate();
+    });
+  });
+
   /** Starts a model, deletes it while it is Deploying, and returns the last round's outcome. */
   async function deletedWhileDeploying(cluster: FakeCluster) {
     let outcome: RoundOutcome | undefined;
