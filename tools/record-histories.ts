@@ -246,6 +246,36 @@ const withLongDriftCheck: Record<string, (w: World) => Promise<void>> = {
   },
 };
 
+/** Stories run by an operator whose models get 20 s to become ready (a canary too). */
+const withShortDeadline: Record<string, (w: World) => Promise<void>> = {
+  // Ready on v1; every node cordoned, so v2's canary cannot be scheduled: it is still not ready when
+  // its 20 s are up, and the rollout fails the Ready check without sending it a request; then deleted.
+  async 'canary-never-ready'(w) {
+    const ns = 'hist';
+    w.k.apply(machineModel(ns, 'stuck', { rollout: canaryPlan }));
+    await phaseIs(w, ns, 'stuck', 'Ready');
+    const nodes = w.k.kubectl('get', 'nodes', '-o', 'name').trim().split('\n');
+    w.k.kubectl('cordon', ...nodes);
+    try {
+      const v2 = { spec: { image: 'registry.example.com/models/classifier:v2' } };
+      w.k.kubectl('patch', 'mm', 'stuck', '-n', ns, '--type=merge', '-p', JSON.stringify(v2));
+      const rollout = await eventually(
+        `${ns}/stuck's rollout rolled back`,
+        () => {
+          const r = mm(w, ns, 'stuck')?.status?.rollout as RolloutStatus | undefined;
+          return r?.phase === 'RolledBack' ? r.workflowId : undefined;
+        },
+        waitLong,
+      );
+      await save(w, 'canary-never-ready-rollout', rollout);
+    } finally {
+      w.k.kubectl('uncordon', ...nodes);
+    }
+    w.k.kubectl('delete', 'mm', 'stuck', '-n', ns, '--wait=false');
+    await save(w, 'canary-never-ready', workflowIdFor(ns, 'stuck'));
+  },
+};
+
 const driftCheckSeconds = 10;
 const janitorSweepSeconds = 5;
 

@@ -46,6 +46,7 @@ import { step } from './steps.js';
 
 const viewCurrent: PatchId = 'rollout-view-current';
 const trafficWatched: PatchId = 'rollout-traffic-watched';
+const readyDeadline: PatchId = 'rollout-ready-deadline';
 
 const { metrics } = proxySinks<ReconcileSinks>();
 
@@ -62,6 +63,7 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
   const { ref, revision, plan } = input;
   const label = `${ref.namespace}/${ref.name}`;
   const checkSeconds = input.checkSeconds ?? 30;
+  const readyDeadlineSeconds = input.readyDeadlineSeconds ?? 600;
   const view: RolloutView = {
     revision,
     stable: input.stable,
@@ -184,10 +186,19 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
 
   /** The canary sized for the step, once ready; or the check it failed. */
   async function canaryReady(replicas: number): Promise<CanaryVerdict> {
+    const since = Date.now();
     for (let wait = 2; ; wait = Math.min(wait * 2, readinessCheckMaxSeconds)) {
       const verdict = judgeCanary(plan.analysis, await health(replicas), false);
       if (verdict.kind !== 'waiting' && patched(viewCurrent)) view.message = undefined;
       if (verdict.kind !== 'waiting' || personActed()) return verdict;
+      // A canary that loads for ever would hold the rollout in Progressing (flagger#1578): it fails.
+      if (Date.now() - since >= readyDeadlineSeconds * 1000 && patched(readyDeadline)) {
+        return {
+          kind: 'failed',
+          check: 'Ready',
+          message: `canary not ready within ${readyDeadlineSeconds} s: ${verdict.detail}`,
+        };
+      }
       view.message = verdict.detail;
       await hold(wait, `wait for the canary: ${verdict.detail}`);
     }

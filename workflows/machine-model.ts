@@ -157,7 +157,8 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
   };
   const pending = () => wantsRound(state, loop);
   let nextCheckSeconds = input.nextCheckSeconds ?? 0;
-  const rollouts = rolloutSteps(state);
+  // A canary gets as long to become ready as the model itself.
+  const rollouts = rolloutSteps(state, cfg.progressDeadlineSeconds);
   handleMessages(
     state,
     loop,

@@ -41,6 +41,12 @@ export const patches = {
     addedIn: '0.2.0',
     stage: 'patched',
   },
+  'rollout-ready-deadline': {
+    workflow: 'canaryRolloutWorkflow',
+    guards: 'a canary not ready within 600 s of its step fails the Ready check instead of holding the rollout',
+    addedIn: '0.2.0',
+    stage: 'patched',
+  },
   'run-age-bound': {
     workflow: 'machineModelWorkflow',
     guards:

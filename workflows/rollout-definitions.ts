@@ -22,6 +22,8 @@ export interface CanaryRolloutInput {
   stableReplicas: number;
   /** How often a pause looks at the canary's health (a crash fails the step at once, not at its end). */
   checkSeconds?: number;
+  /** How long a canary may take to become ready in a step: the model's progress deadline (600 s by default). */
+  readyDeadlineSeconds?: number;
 }
 
 export type RolloutPhase = 'Progressing' | 'Paused' | 'Promoted' | 'RolledBack' | 'Aborted';

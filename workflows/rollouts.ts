@@ -30,7 +30,7 @@ export interface RolloutFollowUp {
   failed?: string;
 }
 
-export function rolloutSteps(state: Pick<CarriedState, 'rollout'>) {
+export function rolloutSteps(state: Pick<CarriedState, 'rollout'>, readyDeadlineSeconds: number) {
   /** A report from the rollout: kept for the next round's status; the promoted revision becomes stable. */
   function onReport(report: { view: RolloutView; result?: RolloutResult }) {
     const r = state.rollout;
@@ -100,6 +100,7 @@ export function rolloutSteps(state: Pick<CarriedState, 'rollout'>) {
             stable,
             plan: model.spec.rollout!,
             stableReplicas: Math.max(1, applied.readiness.desiredReplicas),
+            readyDeadlineSeconds,
           },
         ],
         // The rollout outlives a continue-as-new of the model's workflow; it reports by signal.

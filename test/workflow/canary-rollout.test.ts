@@ -118,6 +118,26 @@ describe('canaryRolloutWorkflow', () => {
     });
   });
 
+  it('fails a canary that is still not ready when its step has waited 10 minutes, without traffic', async () => {
+    const cluster = new FakeCluster();
+    cluster.canary.ready = false;
+    await wf.withWorker(cluster, async (tq) => {
+      const handle = await start(tq);
+      await pass('5 minutes');
+      expect(await handle.query(rolloutStateQuery)).toMatchObject({
+        phase: 'Progressing',
+        message: 'canary 0 of 1 ready',
+      });
+      const result = await handle.result();
+      expect(result).toMatchObject({
+        outcome: 'RolledBack',
+        check: 'Ready',
+        message: 'rolled back at step 1 (10%): canary not ready within 600 s: canary 0 of 1 ready',
+      });
+      expect(cluster.canary.weights).toEqual([0]);
+    });
+  });
+
   it("rolls back when the canary's error rate over a step is too high, with the numbers", async () => {
     const cluster = new FakeCluster();
     cluster.canary.traffic = { requests: 1000, errors: 50 };
