@@ -254,7 +254,7 @@ const withShortDeadline: Record<string, (w: World) => Promise<void>> = {
     const ns = 'hist';
     w.k.apply(machineModel(ns, 'stuck', { rollout: canaryPlan }));
     await phaseIs(w, ns, 'stuck', 'Ready');
-    const nodes = w.k.kubectl('get', 'nodes', '-o', 'name').trim().split('\n');
+    const nodes = w.k.kubectl('get', 'nodes', '-o', 'jsonpath={.items[*].metadata.name}').trim().split(/\s+/);
     w.k.kubectl('cordon', ...nodes);
     try {
       const v2 = { spec: { image: 'registry.example.com/models/classifier:v2' } };
@@ -318,6 +318,7 @@ async function main(): Promise<void> {
     const w: World = { stack, caddy, client: new Client({ connection, namespace: stack.temporalNamespace }), k };
     const common = ['--metrics-port', '0', '--drift-check', String(driftCheckSeconds)];
     await runStories(w, withoutGateway, [...common, '--gateway', 'none'], wanted);
+    await runStories(w, withShortDeadline, [...common, '--gateway', 'none', '--progress-deadline', '20'], wanted);
     await runStories(
       w,
       withLongDriftCheck,
