@@ -209,4 +209,34 @@ describe.skipIf(!stack.realNode)(`canary rollouts on the real node (${stack.simu
     await eventually('the canary removed', () => (!k.get('deployment', ns, 'canaried-canary') ? true : undefined));
     expect(await servedBy(20)).toEqual({ v2: 20 });
   }, 420_000);
+
+  it('lets a person fail a healthy canary by hand with mmctl rollout abort (flagger#724)', async () => {
+    k.apply(model('/v3'));
+    await eventually(
+      'the canary of /v3 at 25 %',
+      () => {
+        const r = status()?.rollout;
+        return r?.canary?.modelPath === '/v3' && r.weight === 25 ? true : undefined;
+      },
+      180_000,
+    );
+    const told = mmctl('rollout', 'abort', `${ns}/canaried`);
+    expect(told).toContain('abort asked by mmctl');
+    await eventually(
+      'aborted, the canary removed',
+      () => (status()?.rollout?.phase === 'Aborted' && !k.get('deployment', ns, 'canaried-canary') ? true : undefined),
+      120_000,
+    );
+    expect(conditionOf(k.get('machinemodel', ns, 'canaried'), 'Ready')?.message).toContain('aborted by a person');
+    expect(await servedBy(20)).toEqual({ v2: 20 });
+    // The rollout has ended: a second abort is refused with a clear message, not a stack trace.
+    let refused = '';
+    try {
+      mmctl('rollout', 'abort', `${ns}/canaried`);
+    } catch (err) {
+      refused = String((err as { stderr?: string }).stderr);
+    }
+    expect(refused).toMatch(/cannot abort: .*has ended/);
+    expect(refused).not.toMatch(/\n\s+at /);
+  }, 300_000);
 });
