@@ -79,6 +79,43 @@ describe('publication as a Gateway API HTTPRoute', () => {
     expect(k.get('httproute', ns, 'routed')).toBeUndefined();
   });
 
+  it('splits a canary step by backendRefs weights on the HTTPRoute, and goes back to one backend once promoted', async () => {
+    const plan = { strategy: 'Canary' as const, steps: [{ weight: 30, pause: '15s' }] };
+    k.apply(machineModel(ns, 'split', { rollout: plan }));
+    await eventually('v1 Ready', () => k.get('machinemodel', ns, 'split')?.status?.phase === 'Ready', 60_000);
+    k.kubectl('-n', ns, 'patch', 'mm', 'split', '--type=merge', '-p', '{"spec":{"image":"registry.example.com/m:v2"}}');
+    // As the apiserver stored it, under the Gateway API CRDs' own validation.
+    const split = await eventually<any>(
+      'the route split 70/30',
+      () => {
+        const r = k.get('httproute', ns, 'split');
+        return r?.spec.rules[0].backendRefs.length === 2 ? r : undefined;
+      },
+      60_000,
+    );
+    expect(split.spec.rules[0].backendRefs).toEqual([
+      expect.objectContaining({ name: 'split', port: 80, weight: 70 }),
+      expect.objectContaining({ name: 'split-canary', port: 80, weight: 30 }),
+    ]);
+    // The model's status follows a moment later (the rollout reports to the model's workflow by signal).
+    await eventually('status.rollout at 30 %', () =>
+      k.get('machinemodel', ns, 'split')?.status?.rollout?.weight === 30 ? true : undefined,
+    );
+    await eventually(
+      'promoted, one backend again',
+      () => {
+        const r = k.get('httproute', ns, 'split');
+        return k.get('machinemodel', ns, 'split')?.status?.rollout?.phase === 'Promoted' &&
+          r?.spec.rules[0].backendRefs.length === 1 &&
+          !k.get('deployment', ns, 'split-canary')
+          ? true
+          : undefined;
+      },
+      120_000,
+    );
+    expect(k.get('httproute', ns, 'split').spec.rules[0].backendRefs[0]).toMatchObject({ name: 'split', port: 80 });
+  }, 240_000);
+
   it('repairs a deleted HTTPRoute at once (the informer watches them)', async () => {
     k.apply(machineModel(ns, 'repaired'));
     const first = await eventually<any>('route', () => k.get('httproute', ns, 'repaired'), 60_000);
