@@ -70,10 +70,12 @@ export function trackServerName(routeId: string, track: Track): string {
   return `${routeId}-${track}`;
 }
 
+const trackSocketPrefix = 'unix/@mmo-';
+
 /** An abstract Unix socket (no file, no port to pick): Linux only, like the cluster Caddy runs on. */
 function trackSocket(routeId: string, track: Track): string {
   const hash = createHash('sha256').update(routeId).digest('hex').slice(0, 16);
-  return `unix/@mmo-${hash}-${track}`;
+  return `${trackSocketPrefix}${hash}-${track}`;
 }
 
 const grpcTransport = { protocol: 'http', versions: ['h2c', '2'] };
@@ -90,6 +92,11 @@ function proxyTo(dials: string[], route: RouteSpec, weights?: number[]): Record<
 }
 
 const dialOf = (b: RouteBackend) => `${b.host}:${b.port}`;
+
+/** Whether a route on Caddy splits its requests through track servers. */
+function dialsTrackServers(route: unknown): boolean {
+  return JSON.stringify(route ?? null).includes(`"${trackSocketPrefix}`);
+}
 
 export function caddyRoute(route: RouteSpec): CaddyRoute {
   const match: { path: string[]; host?: string[] } = { path: [route.pathPrefix, `${route.pathPrefix}/*`] };
@@ -142,14 +149,18 @@ export class CaddyDriver implements GatewayDriver {
       undefined,
   ) {}
 
-  private async call(method: string, path: string, body?: unknown): Promise<{ status: number; json: unknown }> {
-    let res: HttpResult;
+  /** One admin API request, one at a time; unreachable is GatewayUnavailable. */
+  private async send(method: string, path: string, body?: unknown): Promise<HttpResult> {
     try {
-      res = await this.admin.runExclusive(() => request(method, `${this.opts.adminURL}${path}`, body));
+      return await this.admin.runExclusive(() => request(method, `${this.opts.adminURL}${path}`, body));
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code ?? (err instanceof Error ? err.message : String(err));
       throw new GatewayUnavailable(`Caddy admin API at ${this.opts.adminURL} is unreachable: ${code}`);
     }
+  }
+
+  private async call(method: string, path: string, body?: unknown): Promise<{ status: number; json: unknown }> {
+    const res = await this.send(method, path, body);
     if (res.status >= 500)
       throw new GatewayUnavailable(`Caddy admin API ${method} ${path} answered ${res.status}: ${res.body.trim()}`);
     return { status: res.status, json: parseJson(res.body) };
@@ -234,12 +245,13 @@ export class CaddyDriver implements GatewayDriver {
     if (current.status === 200) {
       if (isSubset(desired, current.json) && isSubset(current.json, desired)) return changed;
       await this.change('PATCH', `/id/${route.id}`, desired, `update route ${route.id}`);
+      // Only a route that was split has servers to remove: a plain update costs no more admin calls.
+      if (!route.canary && dialsTrackServers(current.json)) await this.removeTrackServers(route.id);
     } else {
       // A new route: the server must exist first; inserted at the front, ahead of the catch-all.
       await this.ensureServer();
       await this.change('PUT', `${this.routesPath}/0`, desired, `add route ${route.id}`);
     }
-    if (!route.canary) await this.removeTrackServers(route.id);
     return true;
   }
 
@@ -251,13 +263,7 @@ export class CaddyDriver implements GatewayDriver {
 
   /** The canary's requests and 5xx answers since Caddy last loaded its config. */
   async traffic(routeId: string): Promise<TrafficSample> {
-    let res: HttpResult;
-    try {
-      res = await this.admin.runExclusive(() => request('GET', `${this.opts.adminURL}/metrics`));
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code ?? (err instanceof Error ? err.message : String(err));
-      throw new GatewayUnavailable(`Caddy admin API at ${this.opts.adminURL} is unreachable: ${code}`);
-    }
+    const res = await this.send('GET', '/metrics');
     if (res.status !== 200) throw new GatewayUnavailable(`Caddy's metrics answered ${res.status}`);
     return serverTraffic(res.body, trackServerName(routeId, 'canary'));
   }
