@@ -1,7 +1,8 @@
 // The cost benchmark: on its own local stack, N objects converged by the floor (plain Deployments),
 // the peer (sample-controller) and this operator, in one run. Writes bench/results/<date>-<N>.json
 // with its chart (.png) and prints a table with the operator's ratios to the others.
-// Usage: npm run bench:converge -- --models 1000 [--rest 600] [--only floor,peer,operator] [--profile dir] [--label word]
+// Usage: npm run bench:converge -- --models 1000 [--rest 600] [--temporal dev|postgres] [--only floor,peer,operator]
+//        [--profile dir] [--label word]
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -10,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { cacheRoot } from '../tools/local-stack/components.js';
 import { down, up } from '../tools/local-stack/stack.js';
+import { temporalKinds, type TemporalKind } from '../tools/local-stack/temporal-postgres.js';
 import { writeChart } from './harness/chart.js';
 import { contenderNames, makeRoom, runContender, type ContenderName, type ContenderResult } from './harness/run.js';
 
@@ -25,6 +27,11 @@ const cmd = new Command('bench:converge')
   )
   .addOption(new Option('--only <list>', 'contenders to run, comma-separated').default(contenderNames.join(',')))
   .addOption(new Option('--profile <dir>', "write the operator's V8 CPU profile into this directory"))
+  .addOption(
+    new Option('--temporal <kind>', "the CLI's dev server on SQLite, or the Temporal server on PostgreSQL")
+      .choices(temporalKinds)
+      .default('dev'),
+  )
   .addOption(new Option('--label <word>', 'added to the results file name, so runs of one day keep apart'))
   .addOption(
     new Option('--rest <seconds>', 'after convergence, leave each contender alone this long and measure the cost')
@@ -36,8 +43,9 @@ const cmd = new Command('bench:converge')
       .default(0),
   )
   .parse();
-const { models, only, profile, label, rest } = cmd.opts<{
+const { models, only, profile, label, rest, temporal } = cmd.opts<{
   models: number;
+  temporal: TemporalKind;
   only: string;
   profile?: string;
   label?: string;
@@ -61,6 +69,8 @@ function table(results: Partial<Record<ContenderName, ContenderResult>>): string
     ['all Deployments exist (s)', (r) => r.allDeploymentsSeconds],
     ['machine CPU (s)', (r) => r.machineCpuSeconds],
     ['controller CPU (s)', (r) => r.cpuSeconds.operator ?? r.cpuSeconds.peer],
+    ['Temporal CPU (s)', (r) => r.cpuSeconds.temporal],
+    ['PostgreSQL CPU (s)', (r) => r.cpuSeconds.postgres],
     ['controller peak RSS (MiB)', (r) => r.peakRssMiB.operator ?? r.peakRssMiB.peer],
     ['apiserver requests', (r) => Object.values(r.apiserverRequests).reduce((a, b) => a + b, 0)],
     ['delete namespace (s)', (r) => r.deleteSeconds],
@@ -76,6 +86,7 @@ function table(results: Partial<Record<ContenderName, ContenderResult>>): string
       (r) => r.atRest?.cpuSecondsPerMinute.operator ?? r.atRest?.cpuSecondsPerMinute.peer,
     ],
     ['at rest: Temporal CPU (s/min)', (r) => r.atRest?.cpuSecondsPerMinute.temporal],
+    ['at rest: PostgreSQL CPU (s/min)', (r) => r.atRest?.cpuSecondsPerMinute.postgres],
     ['at rest: kube-apiserver CPU (s/min)', (r) => r.atRest?.cpuSecondsPerMinute['kube-apiserver']],
     ['at rest: etcd CPU (s/min)', (r) => r.atRest?.cpuSecondsPerMinute.etcd],
     ['at rest: machine CPU (s/min)', (r) => r.atRest?.machineCpuSecondsPerMinute],
@@ -94,7 +105,7 @@ function table(results: Partial<Record<ContenderName, ContenderResult>>): string
 }
 
 async function main(): Promise<void> {
-  const stack = await up({ stateDir, ports: 'auto', fresh: true, podMetrics: false, realNode: false, log });
+  const stack = await up({ stateDir, ports: 'auto', fresh: true, podMetrics: false, realNode: false, temporal, log });
   const results: Partial<Record<ContenderName, ContenderResult>> = {};
   try {
     makeRoom(stack, models);
@@ -108,13 +119,15 @@ async function main(): Promise<void> {
   }
   const date = new Date().toISOString().slice(0, 10);
   mkdirSync(resultsDir, { recursive: true });
-  const file = path.join(resultsDir, `${date}-${models}${label ? `-${label}` : ''}.json`);
+  const name = [date, models, ...(temporal === 'dev' ? [] : [temporal]), ...(label ? [label] : [])].join('-');
+  const file = path.join(resultsDir, `${name}.json`);
   const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
   const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8' }) !== '';
   const report = {
     date,
     models,
     restSeconds: rest,
+    temporal,
     cores: os.cpus().length,
     commit: dirty ? `${commit}+changes` : commit,
     results,

@@ -303,7 +303,7 @@ async function atRest(
   log(`at rest for ${seconds}s`);
   const eventsBefore = history?.events;
   const requestsBefore = apiserverRequests(stack);
-  const usage = new Usage(pids);
+  const usage = new Usage(pids, ['postgres']);
   await sleep(seconds * 1000);
   const { cpuSeconds, machineCpuSeconds } = usage.stop();
   const requestsAfter = apiserverRequests(stack);
@@ -344,14 +344,18 @@ export async function runContender(
   const namespace = `bench-${name}-${randomUUID().slice(0, 6)}`;
   kubectlRun(stack, ['create', 'namespace', namespace]);
   const process = await contender.start?.(stack, namespace, options, log);
-  const pidOf = (component: string) => stack.processes.find((p) => p.name === component)!.pid;
-  const pids = {
-    ...(process ? { [name]: process.pid } : {}),
-    'kube-apiserver': pidOf('kube-apiserver'),
-    etcd: pidOf('etcd'),
-    temporal: pidOf('temporal'),
-  };
-  const usage = new Usage(pids);
+  const pidOf = (component: string) => stack.processes.find((p) => p.name === component)?.pid;
+  const pids = Object.fromEntries(
+    Object.entries({
+      ...(process ? { [name]: process.pid } : {}),
+      'kube-apiserver': pidOf('kube-apiserver'),
+      etcd: pidOf('etcd'),
+      temporal: pidOf('temporal'),
+      // The production-shaped Temporal's database (a process per connection: counted as a tree).
+      postgres: pidOf('postgres'),
+    }).filter((e): e is [string, number] => e[1] !== undefined),
+  );
+  const usage = new Usage(pids, ['postgres']);
   const requestsBefore = apiserverRequests(stack);
   const kc = new KubeConfig();
   kc.loadFromFile(stack.kubeconfig);

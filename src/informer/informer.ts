@@ -379,8 +379,9 @@ export class Informer {
       this.ignoredInTerminatingNamespaces++;
       return;
     }
-    // The echo of a round's own write is signalled too: the workflow knows what its rounds wrote,
-    // whichever replica ran them, and drops it (workflows/machine-model.ts).
+    // The echo of a round's own write is signalled too (but for a child's creation, see the filter):
+    // the workflow knows what its rounds wrote, whichever replica ran them, and drops it
+    // (workflows/machine-model.ts).
     this.onSignal(request);
   }
 

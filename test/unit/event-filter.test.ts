@@ -76,7 +76,8 @@ describe('ChangeFilter', () => {
     const f = new ChangeFilter();
     f.observe('MachineModel', 'added', model());
     const s = { observedGeneration: 1, replicas: 2, readyReplicas: 1, updatedReplicas: 2, availableReplicas: 1 };
-    expect(f.observe('Deployment', 'added', deployment(s))).toMatchObject({
+    f.observe('Deployment', 'added', deployment({}));
+    expect(f.observe('Deployment', 'updated', deployment(s))).toMatchObject({
       name: 'm',
       signal: 'reconcile',
       hint: { source: 'Deployment' },
@@ -101,7 +102,23 @@ describe('ChangeFilter', () => {
     expect(f.observe('Deployment', 'deleted', deployment(s))).toBeUndefined();
     // A new object of the same name: its children matter again.
     f.observe('MachineModel', 'added', model({ uid: 'u2' }));
-    expect(f.observe('Deployment', 'added', deployment(s, { uid: 'd2' }))).toBeDefined();
+    f.observe('Deployment', 'added', deployment({}, { uid: 'd2' }));
+    expect(f.observe('Deployment', 'updated', deployment(s, { uid: 'd2' }))).toBeDefined();
+  });
+
+  it("wakes nobody when a model's child is created: only the model's round creates one, and it knows", () => {
+    const f = new ChangeFilter();
+    f.observe('MachineModel', 'added', model());
+    const service: WatchedObject = { ...deployment({}), spec: { ports: [{ port: 80 }] } };
+    expect(f.observe('Deployment', 'added', deployment({}))).toBeUndefined();
+    expect(f.observe('Service', 'added', service)).toBeUndefined();
+    expect(f.observe('HorizontalPodAutoscaler', 'added', deployment({}))).toBeUndefined();
+    // What happens to it afterwards does wake the model: the Deployment controller's first status, drift.
+    expect(f.observe('Deployment', 'updated', deployment({ observedGeneration: 1, replicas: 1 }))).toBeDefined();
+    expect(f.observe('Service', 'updated', { ...service, spec: { ports: [{ port: 81 }] } })).toBeDefined();
+    // A look-alike the operator does not control (someone else's Deployment of the model's name) does.
+    const foreign = deployment({}, { name: 'm', uid: 'd9', ownerReferences: [] });
+    expect(f.observe('Deployment', 'added', foreign)).toMatchObject({ name: 'm', signal: 'reconcile' });
   });
 
   it('signals when the autoscaler starts or stops being able to scale, not on its status refreshes', () => {
@@ -112,7 +129,8 @@ describe('ChangeFilter', () => {
       spec: { minReplicas: 2, maxReplicas: 5 },
       status: { conditions: [{ type: 'ScalingActive', status: active }], replicas: currentReplicas },
     });
-    expect(f.observe('HorizontalPodAutoscaler', 'added', hpa('False', 2))).toBeDefined();
+    f.observe('HorizontalPodAutoscaler', 'added', hpa('True', 2));
+    expect(f.observe('HorizontalPodAutoscaler', 'updated', hpa('False', 2))).toBeDefined();
     expect(f.observe('HorizontalPodAutoscaler', 'updated', hpa('False', 3))).toBeUndefined();
     expect(f.observe('HorizontalPodAutoscaler', 'updated', hpa('True', 3))).toBeDefined();
   });

@@ -1,6 +1,7 @@
-import { Command } from 'commander';
+import { Command, Option } from 'commander';
 import { allComponents, componentDir } from './components.js';
 import { defaultStateDir, down, healthy, readStack, up } from './stack.js';
+import { temporalKinds, type TemporalKind } from './temporal-postgres.js';
 
 const program = new Command('stack')
   .description('The local stack: Temporal dev server with Web UI, and a Kubernetes control plane with a KWOK node')
@@ -10,11 +11,17 @@ program
   .command('up')
   .description('install what is missing, start the stack (a running stack is left as it is)')
   .option('--fresh', 'wipe cluster and Temporal data before starting')
-  .action(async (opts: { fresh?: boolean }) => {
+  .addOption(
+    new Option('--temporal <kind>', "the CLI's dev server on SQLite, or the Temporal server on PostgreSQL")
+      .choices(temporalKinds)
+      .default('dev'),
+  )
+  .action(async (opts: { fresh?: boolean; temporal: TemporalKind }) => {
     const info = await up({
       stateDir: program.opts<{ stateDir: string }>().stateDir,
       ports: 'fixed',
       fresh: opts.fresh,
+      temporal: opts.temporal,
     });
     console.log(`export KUBECONFIG=${info.kubeconfig}`);
     console.log(`export TEMPORAL_ADDRESS=${info.temporalAddress}`);
@@ -39,7 +46,16 @@ program
     if (!info) return console.log('stack: not running');
     console.log(`stack: ${(await healthy(info)) ? 'healthy' : 'unhealthy'}`);
     console.log(
-      JSON.stringify({ kubeconfig: info.kubeconfig, temporal: info.temporalAddress, ui: info.temporalUiUrl }, null, 2),
+      JSON.stringify(
+        {
+          kubeconfig: info.kubeconfig,
+          temporal: info.temporalAddress,
+          temporalKind: info.temporalKind,
+          ui: info.temporalUiUrl,
+        },
+        null,
+        2,
+      ),
     );
   });
 

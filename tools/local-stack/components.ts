@@ -139,6 +139,22 @@ export const sampleController: GoComponent = {
 };
 
 /**
+ * The production-shaped Temporal (issue 23): the server's four services in one process and
+ * temporal-sql-tool, pinned in tools/local-stack/temporal-server/go.mod, run on PostgreSQL by
+ * `stack up --temporal postgres` and the benchmark's `--temporal postgres`. Binaries `server` and `sql`.
+ */
+export const temporalServer: GoComponent = {
+  kind: 'go',
+  name: 'temporal-server',
+  version: '1.32.1',
+  moduleDir: fileURLToPath(new URL('./temporal-server', import.meta.url)),
+  target: ['go.temporal.io/server/cmd/server', 'go.temporal.io/server/cmd/tools/sql'],
+  binary: 'server',
+  purpose: 'Temporal Server 1.32.1 (frontend, history, matching, worker) and temporal-sql-tool, for PostgreSQL',
+  firstBuild: 'compiles the Temporal server: 4 to 10 minutes',
+};
+
+/**
  * What generic tools make of a MachineModel's status: kstatus (Flux, kpt) and an Argo CD health script,
  * for the tests of the status conditions; pinned in tools/status-readers/go.mod.
  */
@@ -163,6 +179,7 @@ export const allComponents: Component[] = [
   clusterDns,
   sampleController,
   statusReaders,
+  temporalServer,
 ];
 
 export function componentDir(c: Component): string {

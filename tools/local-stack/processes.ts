@@ -23,10 +23,17 @@ export function startProcess(
   args: string[],
   logFile: string,
   env?: NodeJS.ProcessEnv,
+  /** Another account to run it as (PostgreSQL refuses root). */
+  account?: { uid: number; gid: number },
 ): ManagedProcess {
   const fd = openSync(logFile, 'a');
   try {
-    const child = spawn(command, args, { detached: true, stdio: ['ignore', fd, fd], env: { ...process.env, ...env } });
+    const child = spawn(command, args, {
+      detached: true,
+      stdio: ['ignore', fd, fd],
+      env: { ...process.env, ...env },
+      ...account,
+    });
     if (child.pid === undefined) throw new Error(`could not start ${name} (${command})`);
     const pid = child.pid;
     children.add(pid);

@@ -3,7 +3,16 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import https from 'node:https';
 import http from 'node:http';
 import path from 'node:path';
-import { binaryPath, cacheRoot, caddy, kubeLocal, kubectl, temporalCli, temporalTestServer } from './components.js';
+import {
+  binaryPath,
+  cacheRoot,
+  caddy,
+  kubeLocal,
+  kubectl,
+  temporalCli,
+  temporalServer,
+  temporalTestServer,
+} from './components.js';
 import { ensureInstalled, PrerequisiteError } from './install.js';
 import { componentKubeconfigArgs, writeKubeconfig } from './kubeconfig.js';
 import { ensurePki, frontProxyClientName, metricsServerUser, type Pki } from './pki.js';
@@ -28,6 +37,7 @@ import {
   type ManagedProcess,
 } from './processes.js';
 import { startTemporalDevServer, temporalServing } from './temporal-dev-server.js';
+import { removePostgresData, startPostgresTemporal, type TemporalKind } from './temporal-postgres.js';
 
 export const fakeNodeName = 'kwok-node-0';
 /** The extended resource the fake node advertises, so models that ask for GPUs schedule. */
@@ -50,6 +60,8 @@ export interface StackOptions {
    * tools/images loaded, where the machine allows (the default). The benchmarks leave it out.
    */
   realNode?: boolean;
+  /** `dev` (the default): the Temporal CLI's dev server on SQLite, with the Web UI; `postgres`: the server on PostgreSQL. */
+  temporal?: TemporalKind;
   log?: (line: string) => void;
 }
 
@@ -78,6 +90,8 @@ export interface StackInfo {
   /** Web UI base URL, when the stack runs the dev server. */
   temporalUiUrl?: string;
   managesTemporal: boolean;
+  /** Which Temporal the stack runs (stacks started before this field existed ran the dev server). */
+  temporalKind?: TemporalKind;
   ports: Ports;
   binaries: { kubectl: string; caddy: string; temporal: string; temporalTestServer: string };
   processes: ManagedProcess[];
@@ -147,7 +161,14 @@ export async function up(opts: StackOptions): Promise<StackInfo> {
   const log = opts.log ?? ((line: string) => console.error(line));
   mkdirSync(opts.stateDir, { recursive: true });
   const existing = readStack(opts.stateDir);
+  const temporalKind = opts.temporal ?? 'dev';
   if (existing && (await healthy(existing))) {
+    const running = existing.temporalKind ?? 'dev';
+    if (existing.managesTemporal && !process.env.TEMPORAL_ADDRESS && running !== temporalKind)
+      throw new PrerequisiteError(
+        `the stack in ${opts.stateDir} runs the ${running} Temporal, not the ${temporalKind} one asked for: ` +
+          'stop it first (npm run stack:down).',
+      );
     log(`stack already up (${opts.stateDir})`);
     return existing;
   }
@@ -170,6 +191,7 @@ export async function up(opts: StackOptions): Promise<StackInfo> {
   if (opts.fresh) {
     for (const d of ['etcd', 'temporal.db', 'logs'])
       rmSync(path.join(opts.stateDir, d), { recursive: true, force: true });
+    removePostgresData(opts.stateDir);
   }
   mkdirSync(path.join(opts.stateDir, 'logs'), { recursive: true });
 
@@ -179,8 +201,10 @@ export async function up(opts: StackOptions): Promise<StackInfo> {
     managesKube,
     temporalAddress: process.env.TEMPORAL_ADDRESS ?? `127.0.0.1:${ports.temporal}`,
     temporalNamespace: process.env.TEMPORAL_NAMESPACE ?? 'default',
-    temporalUiUrl: managesTemporal ? `http://127.0.0.1:${ports.temporalUi}` : undefined,
+    // The server built from its module has no Web UI (the CLI's dev server embeds one).
+    temporalUiUrl: managesTemporal && temporalKind === 'dev' ? `http://127.0.0.1:${ports.temporalUi}` : undefined,
     managesTemporal,
+    temporalKind: managesTemporal ? temporalKind : undefined,
     ports,
     binaries,
     processes: [],
@@ -191,16 +215,15 @@ export async function up(opts: StackOptions): Promise<StackInfo> {
     return p;
   };
   try {
-    // Temporal first: it starts in the background while the control plane comes up.
-    const temporal = managesTemporal ? started(startTemporal(info)) : undefined;
-    if (managesKube) await startKube(info, kubeBin, started, log, opts.podMetrics ?? true, opts.realNode ?? true);
-    else log(`using the existing cluster of KUBECONFIG=${info.kubeconfig}`);
-    if (temporal) {
-      await waitUntil(temporal, 'serving', () => temporalServing(info.binaries.temporal, info.temporalAddress), 60_000);
-      await waitUntil(temporal, 'serving its Web UI', () => httpOk(`${info.temporalUiUrl}/`), 30_000);
-    } else {
-      log(`using the existing Temporal at TEMPORAL_ADDRESS=${info.temporalAddress}`);
-    }
+    // Temporal comes up while the control plane does; both must have finished before a failure stops them.
+    const temporal = managesTemporal
+      ? startTemporal(info, temporalKind, started, log)
+      : Promise.resolve(log(`using the existing Temporal at TEMPORAL_ADDRESS=${info.temporalAddress}`));
+    const kube = managesKube
+      ? startKube(info, kubeBin, started, log, opts.podMetrics ?? true, opts.realNode ?? true)
+      : Promise.resolve(log(`using the existing cluster of KUBECONFIG=${info.kubeconfig}`));
+    const failed = (await Promise.allSettled([temporal, kube])).find((r) => r.status === 'rejected');
+    if (failed) throw failed.reason;
   } catch (err) {
     log(`stack failed to start; stopping what was started`);
     await down(opts.stateDir);
@@ -225,7 +248,10 @@ export async function down(stateDir: string = defaultStateDir, purge = false): P
     for (const p of [...info.processes].reverse()) await stopProcess(p);
     rmSync(stateFile(stateDir), { force: true });
   }
-  if (purge) rmSync(stateDir, { recursive: true, force: true });
+  if (purge) {
+    rmSync(stateDir, { recursive: true, force: true });
+    removePostgresData(stateDir);
+  }
 }
 
 export async function healthy(info: StackInfo): Promise<boolean> {
@@ -261,15 +287,42 @@ function logFile(info: StackInfo, name: string): string {
   return path.join(info.stateDir, 'logs', `${name}.log`);
 }
 
-function startTemporal(info: StackInfo): ManagedProcess {
+/** Starts the stack's Temporal of `kind` and resolves once it serves the operator's namespace. */
+async function startTemporal(
+  info: StackInfo,
+  kind: TemporalKind,
+  started: (p: ManagedProcess) => ManagedProcess,
+  log: (line: string) => void,
+): Promise<void> {
   const p = info.ports;
-  return startTemporalDevServer({
-    binary: info.binaries.temporal,
-    ports: { grpc: p.temporal, http: p.temporalHttp, metrics: p.temporalMetrics, ui: p.temporalUi },
-    dbFile: path.join(info.stateDir, 'temporal.db'),
-    namespace: info.temporalNamespace,
-    logFile: logFile(info, 'temporal'),
-  });
+  if (kind === 'postgres') {
+    const server = await ensureInstalled(temporalServer, log);
+    await startPostgresTemporal(
+      {
+        serverBinary: server,
+        sqlToolBinary: path.join(path.dirname(server), 'sql'),
+        cliBinary: info.binaries.temporal,
+        stateDir: info.stateDir,
+        logDir: path.join(info.stateDir, 'logs'),
+        ports: { grpc: p.temporal, http: p.temporalHttp, metrics: p.temporalMetrics },
+        namespace: info.temporalNamespace,
+        log,
+      },
+      started,
+    );
+    return;
+  }
+  const temporal = started(
+    startTemporalDevServer({
+      binary: info.binaries.temporal,
+      ports: { grpc: p.temporal, http: p.temporalHttp, metrics: p.temporalMetrics, ui: p.temporalUi },
+      dbFile: path.join(info.stateDir, 'temporal.db'),
+      namespace: info.temporalNamespace,
+      logFile: logFile(info, 'temporal'),
+    }),
+  );
+  await waitUntil(temporal, 'serving', () => temporalServing(info.binaries.temporal, info.temporalAddress), 60_000);
+  await waitUntil(temporal, 'serving its Web UI', () => httpOk(`${info.temporalUiUrl}/`), 30_000);
 }
 
 async function startKube(
