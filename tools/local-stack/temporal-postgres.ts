@@ -5,6 +5,7 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { chownSync, existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { stringify } from 'yaml';
 import { ensureDebianPackages } from './debian-packages.js';
@@ -202,7 +203,7 @@ async function serverConfig(o: PostgresTemporalOptions, postgresPort: number, dy
     },
   });
   const service = async (grpcPort: number, extra: Record<string, unknown> = {}) => ({
-    rpc: { grpcPort, membershipPort: await freePort(), bindOnLocalHost: true, ...extra },
+    rpc: { grpcPort, membershipPort: await freeMembershipPort(), bindOnLocalHost: true, ...extra },
   });
   return {
     log: { stdout: true, level: 'warn' },
@@ -247,6 +248,22 @@ async function serverConfig(o: PostgresTemporalOptions, postgresPort: number, dy
 }
 
 /**
+ * The SQL schema keeps a membership port in a smallint: below 32768, where the kernel hands out no
+ * ephemeral ports. A random one that is free now.
+ */
+async function freeMembershipPort(): Promise<number> {
+  for (;;) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    const free = await new Promise<boolean>((resolve) => {
+      const srv = net.createServer();
+      srv.once('error', () => resolve(false));
+      srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
+    });
+    if (free) return port;
+  }
+}
+
+/**
  * The server starts with only its system namespace: create the operator's (3 days' retention, as the
  * dev server keeps) and its search attributes, then wait until the frontend serves both.
  */
@@ -264,20 +281,17 @@ async function ensureNamespace(o: PostgresTemporalOptions, address: string, temp
     60_000,
   );
   const listed = () => cli('operator', 'search-attribute', 'list', '--namespace', o.namespace).stdout;
-  const missing = searchAttributes.filter((a) => !listed().includes(a.name));
-  for (const a of missing) {
-    const r = cli(
-      'operator',
-      'search-attribute',
-      'create',
-      '--namespace',
-      o.namespace,
-      '--name',
-      a.name,
-      '--type',
-      a.cliType,
+  for (const a of searchAttributes) {
+    // Other services learn of a new namespace a little later: until then the create says it is not found.
+    await waitUntil(
+      temporal,
+      `registering search attribute ${a.name}`,
+      async () =>
+        listed().includes(a.name) ||
+        cli('operator', 'search-attribute', 'create', '--namespace', o.namespace, '--name', a.name, '--type', a.cliType)
+          .status === 0,
+      60_000,
     );
-    if (r.status !== 0) throw new Error(`creating search attribute ${a.name} failed: ${r.stderr.trim()}`);
   }
   await waitUntil(
     temporal,
