@@ -64,7 +64,12 @@ export async function writeChart(
   models: number,
   results: Partial<Record<ContenderName, ContenderResult>>,
 ): Promise<void> {
-  const view = new vega.View(vega.parse(compile(chartSpec(models, results)).spec), { renderer: 'none' });
+  await renderPng(file, chartSpec(models, results));
+}
+
+/** Renders a Vega-Lite chart to `file` (PNG). */
+export async function renderPng(file: string, spec: TopLevelSpec): Promise<void> {
+  const view = new vega.View(vega.parse(compile(spec).spec), { renderer: 'none' });
   const svg = await view.toSVG();
   view.finalize();
   const browser = await chromium.launch({ executablePath: ensureChromium(), args: chromiumArgs });
