@@ -280,7 +280,11 @@ async function ensureNamespace(o: PostgresTemporalOptions, address: string, temp
     async () => cli('operator', 'namespace', 'describe', '--namespace', o.namespace).status === 0,
     60_000,
   );
-  const listed = () => cli('operator', 'search-attribute', 'list', '--namespace', o.namespace).stdout;
+  const listed = (): string[] => {
+    const r = cli('operator', 'search-attribute', 'list', '--namespace', o.namespace, '--output', 'json');
+    if (r.status !== 0) return [];
+    return Object.keys((JSON.parse(r.stdout) as { customAttributes?: object }).customAttributes ?? {});
+  };
   for (const a of searchAttributes) {
     // Other services learn of a new namespace a little later: until then the create says it is not found.
     await waitUntil(
