@@ -67,6 +67,7 @@ function table(results: Partial<Record<ContenderName, ContenderResult>>): string
   const rows: [string, (r: ContenderResult) => number | undefined][] = [
     ['converged (s)', (r) => r.convergedSeconds],
     ['all Deployments exist (s)', (r) => r.allDeploymentsSeconds],
+    ['the kubectl apply itself (s)', (r) => r.applySeconds],
     ['machine CPU (s)', (r) => r.machineCpuSeconds],
     ['controller CPU (s)', (r) => r.cpuSeconds.operator ?? r.cpuSeconds.peer],
     ['Temporal CPU (s)', (r) => r.cpuSeconds.temporal],

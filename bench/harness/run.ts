@@ -28,6 +28,8 @@ export interface ContenderResult {
   models: number;
   /** kubectl apply → every object converged (floor: Deployment available; peer: Foo status; operator: Ready). */
   convergedSeconds: number;
+  /** How long the user's one `kubectl apply` of the N objects took, with the contender running. */
+  applySeconds?: number;
   /** kubectl apply → every Deployment exists. */
   allDeploymentsSeconds: number;
   /** How long after its Deployment became available each object reported it (not for the floor). */
@@ -362,11 +364,13 @@ export async function runContender(
   const timeline = new Timeline(kc, namespace, contender.own);
   await timeline.start();
   timeline.begin();
+  const applying = performance.now();
   kubectlRun(
     stack,
     ['apply', '--server-side', '-f', '-'],
     JSON.stringify({ apiVersion: 'v1', kind: 'List', items: contender.objects(namespace, n) }),
   );
+  const applySeconds = round((performance.now() - applying) / 1000);
   log(`${name}: ${n} objects applied in ${namespace}`);
   await until(`${name}: ${n} converged`, () => timeline.done.size >= n, timeoutMs);
   const { cpuSeconds, machineCpuSeconds, peakRssMiB } = usage.stop();
@@ -379,6 +383,7 @@ export async function runContender(
   const result: ContenderResult = {
     models: n,
     convergedSeconds: round(Math.max(...timeline.done.values()) / 1000),
+    applySeconds,
     allDeploymentsSeconds: round(Math.max(...timeline.created.values()) / 1000),
     ...(lags.length
       ? { readyLagMs: { p50: Math.round(quantile(lags, 0.5)), p99: Math.round(quantile(lags, 0.99)) } }
