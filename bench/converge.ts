@@ -78,6 +78,9 @@ function table(results: Partial<Record<ContenderName, ContenderResult>>): string
     ['  of which until its own objects were gone (s)', (r) => r.ownObjectsGoneSeconds],
     ['history events per model (p50)', (r) => r.perModel?.historyEvents.p50],
     ['workflow tasks per model (p50)', (r) => r.perModel?.workflowTasks.p50],
+    ['workflow cache: hits', (r) => r.workflowCache?.hits],
+    ['workflow cache: misses (each replays a history)', (r) => r.workflowCache?.misses],
+    ['workflow cache: forced evictions', (r) => r.workflowCache?.forcedEvictions],
     [
       'activities per model, regular + local (p50)',
       (r) => r.perModel && r.perModel.activities.p50 + r.perModel.localActivities.p50,

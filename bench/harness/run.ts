@@ -50,6 +50,8 @@ export interface ContenderResult {
    * Temporal's task queue).
    */
   perModel?: Record<'historyEvents' | 'activities' | 'localActivities' | 'workflowTasks', { p50: number; max: number }>;
+  /** Operator only: the SDK's workflow cache once every model converged. */
+  workflowCache?: WorkflowCache;
   /** Operator only: the model with the largest Ready lag, and its workflow's history timed from its Deployment's availability. */
   slowest?: { model: string; readyLagMs: number; story: string[] };
   /** After convergence, nothing changed for `restSeconds`: what that cost, per minute. */
@@ -79,6 +81,26 @@ export interface RunOptions {
 interface Process {
   pid: number;
   stop(): Promise<void>;
+  /** The workflow cache's counters from the SDK's own metrics (operator only). */
+  workflowCache?(): Promise<WorkflowCache>;
+}
+
+/** The SDK's sticky workflow cache after converging: each miss replays a whole history. */
+export type WorkflowCache = Record<'hits' | 'misses' | 'forcedEvictions' | 'size', number>;
+
+/** Sums every series of each sticky-cache metric in the SDK's Prometheus text (counters may carry `_total`). */
+export function workflowCacheOf(body: string): WorkflowCache {
+  const sum = (name: string) =>
+    body
+      .split('\n')
+      .filter((line) => new RegExp(`^temporal_${name}(_total)?[{ ]`).test(line))
+      .reduce((total, line) => total + Number(line.slice(line.lastIndexOf(' ') + 1)), 0);
+  return {
+    hits: sum('sticky_cache_hit'),
+    misses: sum('sticky_cache_miss'),
+    forcedEvictions: sum('sticky_cache_total_forced_eviction'),
+    size: sum('sticky_cache_size'),
+  };
 }
 
 interface Contender {
@@ -172,6 +194,7 @@ const contenders: Record<ContenderName, Contender> = {
     install: installCrds,
     async start(stack, namespace, options) {
       const metricsPort = await freePort();
+      const sdkMetricsPort = await freePort();
       // Its own namespace only, like the peer's and the floor's objects: a shared stack may hold other models.
       const operator = startOperatorProcess(
         stack,
@@ -179,6 +202,7 @@ const contenders: Record<ContenderName, Contender> = {
           MMO_NAMESPACES: namespace,
           MMO_TASK_QUEUE: `bench-${randomUUID()}`,
           MMO_METRICS_PORT: String(metricsPort),
+          MMO_SDK_METRICS_PORT: String(sdkMetricsPort),
           LOG_LEVEL: 'warn',
           NODE_OPTIONS: [
             imageNodeOptions(),
@@ -196,6 +220,9 @@ const contenders: Record<ContenderName, Contender> = {
         pid: operator.child.pid!,
         async stop() {
           await operator.stop();
+        },
+        async workflowCache() {
+          return workflowCacheOf(await (await fetch(`http://127.0.0.1:${sdkMetricsPort}/metrics`)).text());
         },
       };
     },
@@ -375,6 +402,7 @@ export async function runContender(
   await until(`${name}: ${n} converged`, () => timeline.done.size >= n, timeoutMs);
   const { cpuSeconds, machineCpuSeconds, peakRssMiB } = usage.stop();
   const requestsAfter = apiserverRequests(stack);
+  const workflowCache = await process?.workflowCache?.();
   const lags = contender.own
     ? // Each object's Deployment has the object's name (Foo deploymentName, MachineModel).
       [...timeline.converged].map(([obj, t]) => t - (timeline.available.get(obj) ?? t))
@@ -397,6 +425,7 @@ export async function runContender(
     ),
     deleteSeconds: 0,
     ...(counted ? { perModel: counted.stats } : {}),
+    ...(workflowCache ? { workflowCache } : {}),
   };
   if (name === 'operator' && lags.length) result.slowest = await slowest(stack, namespace, timeline);
   if (options.restSeconds)

@@ -22,6 +22,7 @@ describe('the benchmark harness (bench:converge) on 10 objects', () => {
       expect(r.convergedSeconds).toBeGreaterThan(0);
       expect(r.allDeploymentsSeconds).toBeGreaterThan(0);
       expect(r.allDeploymentsSeconds).toBeLessThanOrEqual(r.convergedSeconds);
+      expect(r.applySeconds).toBeGreaterThan(0);
       expect(r.machineCpuSeconds).toBeGreaterThan(0);
       expect(r.cpuSeconds['kube-apiserver']).toBeGreaterThan(0);
       expect(r.peakRssMiB.etcd).toBeGreaterThan(0);
@@ -43,6 +44,8 @@ describe('the benchmark harness (bench:converge) on 10 objects', () => {
         // Kubernetes steps run as local activities (markers), regular ones only on a retry.
         expect(r.perModel?.localActivities.p50).toBeGreaterThan(0);
         expect(r.perModel?.workflowTasks.p50).toBeGreaterThan(0);
+        // The SDK's workflow cache was read: every model's first task is a miss or a hit of a started run.
+        expect((r.workflowCache?.hits ?? 0) + (r.workflowCache?.misses ?? 0)).toBeGreaterThan(0);
         // The slowest model's history, timed from its Deployment's availability, names its steps.
         expect(r.slowest?.story).toEqual(
           expect.arrayContaining([expect.stringMatching(/run started$/), expect.stringMatching(/local activity \w+/)]),
