@@ -114,8 +114,8 @@ export function fingerprint(kind: WatchedKind, obj: WatchedObject): string {
  * and change nothing. At start-up the model's own listing signals it; after a reconnect the relist
  * looks again at every model; what happens to the child afterwards (its status, drift) signals.
  */
-function createdByItsModel(kind: WatchedKind, obj: WatchedObject): boolean {
-  return kind !== 'MachineModel' && kind !== 'Pod' && !!obj.metadata?.ownerReferences?.some(isModelController);
+function createdByItsModel(obj: WatchedObject): boolean {
+  return !!obj.metadata?.ownerReferences?.some(isModelController);
 }
 
 /** The fingerprint of a Pod the scheduler has placed (or has not yet tried to) whose containers are fine. */
@@ -158,7 +158,7 @@ export class ChangeFilter {
     const print = fingerprint(kind, obj);
     if (this.seen.get(id) === print) return undefined;
     this.seen.set(id, print);
-    if (type === 'added' && createdByItsModel(kind, obj)) return undefined;
+    if (type === 'added' && kind !== 'MachineModel' && createdByItsModel(obj)) return undefined;
     return { ...key, signal: 'reconcile', hint };
   }
 

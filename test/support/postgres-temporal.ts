@@ -3,8 +3,6 @@
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll } from 'vitest';
-import { temporalServer } from '../../tools/local-stack/components.js';
-import { ensureInstalled } from '../../tools/local-stack/install.js';
 import { freePort, stopProcess, type ManagedProcess } from '../../tools/local-stack/processes.js';
 import type { StackInfo } from '../../tools/local-stack/stack.js';
 import { removePostgresData, startPostgresTemporal } from '../../tools/local-stack/temporal-postgres.js';
@@ -20,12 +18,9 @@ export async function withPostgresTemporal(stack: StackInfo): Promise<StackInfo>
     for (const p of processes.reverse()) await stopProcess(p);
     removePostgresData(stateDir);
   });
-  const server = await ensureInstalled(temporalServer, log);
   const ports = { grpc: await freePort(), http: await freePort(), metrics: await freePort() };
   await startPostgresTemporal(
     {
-      serverBinary: server,
-      sqlToolBinary: path.join(path.dirname(server), 'sql'),
       cliBinary: stack.binaries.temporal,
       stateDir,
       logDir,

@@ -3,16 +3,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import https from 'node:https';
 import http from 'node:http';
 import path from 'node:path';
-import {
-  binaryPath,
-  cacheRoot,
-  caddy,
-  kubeLocal,
-  kubectl,
-  temporalCli,
-  temporalServer,
-  temporalTestServer,
-} from './components.js';
+import { binaryPath, cacheRoot, caddy, kubeLocal, kubectl, temporalCli, temporalTestServer } from './components.js';
 import { ensureInstalled, PrerequisiteError } from './install.js';
 import { componentKubeconfigArgs, writeKubeconfig } from './kubeconfig.js';
 import { ensurePki, frontProxyClientName, metricsServerUser, type Pki } from './pki.js';
@@ -296,11 +287,8 @@ async function startTemporal(
 ): Promise<void> {
   const p = info.ports;
   if (kind === 'postgres') {
-    const server = await ensureInstalled(temporalServer, log);
     await startPostgresTemporal(
       {
-        serverBinary: server,
-        sqlToolBinary: path.join(path.dirname(server), 'sql'),
         cliBinary: info.binaries.temporal,
         stateDir: info.stateDir,
         logDir: path.join(info.stateDir, 'logs'),

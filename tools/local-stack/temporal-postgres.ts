@@ -5,12 +5,12 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { chownSync, existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { stringify } from 'yaml';
 import { ensureDebianPackages } from './debian-packages.js';
-import { PrerequisiteError } from './install.js';
-import { freePort, startProcess, waitUntil, type ManagedProcess } from './processes.js';
+import { temporalServer } from './components.js';
+import { ensureInstalled, PrerequisiteError } from './install.js';
+import { freePort, portInUse, startProcess, waitUntil, type ManagedProcess } from './processes.js';
 import { searchAttributes, temporalServing } from './temporal-dev-server.js';
 
 /** Which Temporal the stack runs: the CLI's dev server on SQLite, or the server on PostgreSQL. */
@@ -23,9 +23,6 @@ const databases = { default: 'temporal', visibility: 'temporal_visibility' } as 
 const historyShards = 16;
 
 export interface PostgresTemporalOptions {
-  /** The Temporal server and temporal-sql-tool built from tools/local-stack/temporal-server. */
-  serverBinary: string;
-  sqlToolBinary: string;
   /** The Temporal CLI: namespace, search attributes and health checks. */
   cliBinary: string;
   /** Holds the server's config; PostgreSQL's data lives in `postgresDataDir(stateDir)`. */
@@ -36,18 +33,11 @@ export interface PostgresTemporalOptions {
   log: (line: string) => void;
 }
 
-export interface PostgresTemporal {
-  postgres: ManagedProcess;
-  temporal: ManagedProcess;
-  postgresPort: number;
-  postgresDataDir: string;
-}
-
 /**
  * PostgreSQL refuses to run as root, so as root it runs as Debian's `postgres` user, whose data must
  * sit where that user can reach it (a state directory under /root cannot be entered).
  */
-export function postgresDataDir(stateDir: string): string {
+function postgresDataDir(stateDir: string): string {
   if (process.getuid?.() !== 0) return path.join(stateDir, 'postgres');
   const key = createHash('sha256').update(path.resolve(stateDir)).digest('hex').slice(0, 12);
   return path.join('/var/lib/postgresql/machinemodel-operator', key);
@@ -75,11 +65,17 @@ function postgresBinDir(log: (line: string) => void): string {
   return path.join(root, version, 'bin');
 }
 
-/** Starts PostgreSQL (creating its cluster on first use), sets up Temporal's schema, then starts Temporal. */
+/**
+ * Builds the server if it is not installed, starts PostgreSQL (creating its cluster on first use), sets
+ * up Temporal's schema, then starts Temporal; resolves once it serves the namespace.
+ */
 export async function startPostgresTemporal(
   o: PostgresTemporalOptions,
   started: (p: ManagedProcess) => ManagedProcess,
-): Promise<PostgresTemporal> {
+): Promise<void> {
+  const serverBinary = await ensureInstalled(temporalServer, o.log);
+  // Built beside the server by the same component (see components.ts).
+  const sqlToolBinary = path.join(path.dirname(serverBinary), 'sql');
   const bin = postgresBinDir(o.log);
   const account = postgresAccount();
   const dataDir = postgresDataDir(o.stateDir);
@@ -125,7 +121,7 @@ export async function startPostgresTemporal(
   );
   const sqlTool = (db: string, ...args: string[]) =>
     execFileSync(
-      o.sqlToolBinary,
+      sqlToolBinary,
       ['--plugin', 'postgres12', '--ep', '127.0.0.1', '-p', String(postgresPort), '-u', dbUser, '--db', db, ...args],
       { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] },
     );
@@ -151,7 +147,7 @@ export async function startPostgresTemporal(
   const temporal = started(
     startProcess(
       'temporal',
-      o.serverBinary,
+      serverBinary,
       ['--config-file', configFile, '--allow-no-auth', 'start'],
       path.join(o.logDir, 'temporal.log'),
     ),
@@ -159,7 +155,6 @@ export async function startPostgresTemporal(
   const address = `127.0.0.1:${o.ports.grpc}`;
   await waitUntil(temporal, 'serving', () => temporalServing(o.cliBinary, address), 90_000);
   await ensureNamespace(o, address, temporal);
-  return { postgres, temporal, postgresPort, postgresDataDir: dataDir };
 }
 
 /** Deletes PostgreSQL's data of the stack in `stateDir` (the data may live outside it, see postgresDataDir). */
@@ -254,12 +249,7 @@ async function serverConfig(o: PostgresTemporalOptions, postgresPort: number, dy
 async function freeMembershipPort(): Promise<number> {
   for (;;) {
     const port = 20_000 + Math.floor(Math.random() * 12_000);
-    const free = await new Promise<boolean>((resolve) => {
-      const srv = net.createServer();
-      srv.once('error', () => resolve(false));
-      srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
-    });
-    if (free) return port;
+    if (!(await portInUse(port))) return port;
   }
 }
 
