@@ -2,7 +2,7 @@
 // the peer (sample-controller) and this operator, in one run. Writes bench/results/<date>-<N>.json
 // with its chart (.png) and prints a table with the operator's ratios to the others.
 // Usage: npm run bench:converge -- --models 1000 [--rest 600] [--temporal dev|postgres] [--only floor,peer,operator]
-//        [--profile dir] [--label word]
+//        [--give-up minutes] [--profile dir] [--label word]
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -32,6 +32,15 @@ const cmd = new Command('bench:converge')
       .choices(temporalKinds)
       .default('dev'),
   )
+  .addOption(
+    new Option('--give-up <minutes>', 'record how far a contender got after this long and go on to the next')
+      .argParser((v) => {
+        const n = Number(v);
+        if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError(`a number of minutes > 0, got "${v}"`);
+        return n;
+      })
+      .default(60),
+  )
   .addOption(new Option('--label <word>', 'added to the results file name, so runs of one day keep apart'))
   .addOption(
     new Option('--rest <seconds>', 'after convergence, leave each contender alone this long and measure the cost')
@@ -43,8 +52,9 @@ const cmd = new Command('bench:converge')
       .default(0),
   )
   .parse();
-const { models, only, profile, label, rest, temporal } = cmd.opts<{
+const { models, only, profile, label, rest, temporal, giveUp } = cmd.opts<{
   models: number;
+  giveUp: number;
   temporal: TemporalKind;
   only: string;
   profile?: string;
@@ -66,6 +76,7 @@ function table(results: Partial<Record<ContenderName, ContenderResult>>): string
   const { floor, peer, operator } = results;
   const rows: [string, (r: ContenderResult) => number | undefined][] = [
     ['converged (s)', (r) => r.convergedSeconds],
+    ['not converged when the run gave up', (r) => r.notConverged],
     ['all Deployments exist (s)', (r) => r.allDeploymentsSeconds],
     ['the kubectl apply itself (s)', (r) => r.applySeconds],
     ['machine CPU (s)', (r) => r.machineCpuSeconds],
@@ -117,6 +128,7 @@ async function main(): Promise<void> {
       results[name] = await runContender(stack, name, models, log, {
         profileDir: profile && path.resolve(profile),
         restSeconds: rest,
+        giveUpSeconds: giveUp * 60,
       });
   } finally {
     await down(stateDir);

@@ -28,6 +28,8 @@ export interface ContenderResult {
   models: number;
   /** kubectl apply → every object converged (floor: Deployment available; peer: Foo status; operator: Ready). */
   convergedSeconds: number;
+  /** Objects not converged when the run gave up on them (see RunOptions.giveUpSeconds); absent when all did. */
+  notConverged?: number;
   /** How long the user's one `kubectl apply` of the N objects took, with the contender running. */
   applySeconds?: number;
   /** kubectl apply → every Deployment exists. */
@@ -76,6 +78,8 @@ export interface RunOptions {
   profileDir?: string;
   /** After convergence, leave everything alone this long and measure what it costs (0: no rest phase). */
   restSeconds?: number;
+  /** How long to wait for convergence before recording how far the contender got and moving on. */
+  giveUpSeconds?: number;
 }
 
 interface Process {
@@ -366,8 +370,8 @@ export async function runContender(
   n: number,
   log: (line: string) => void,
   options: RunOptions = {},
-  timeoutMs = 60 * 60_000,
 ): Promise<ContenderResult> {
+  const timeoutMs = (options.giveUpSeconds ?? 3600) * 1000;
   const contender = contenders[name];
   contender.install?.(stack);
   const namespace = `bench-${name}-${randomUUID().slice(0, 6)}`;
@@ -399,7 +403,11 @@ export async function runContender(
   );
   const applySeconds = round((performance.now() - applying) / 1000);
   log(`${name}: ${n} objects applied in ${namespace}`);
-  await until(`${name}: ${n} converged`, () => timeline.done.size >= n, timeoutMs);
+  // A contender that cannot keep up is a result too: how far it got, and the run goes on to the next.
+  const gaveUp = await until(`${name}: ${n} converged`, () => timeline.done.size >= n, timeoutMs).then(
+    () => false,
+    (err: Error) => (log(err.message), true),
+  );
   const { cpuSeconds, machineCpuSeconds, peakRssMiB } = usage.stop();
   const requestsAfter = apiserverRequests(stack);
   const workflowCache = await process?.workflowCache?.();
@@ -411,6 +419,7 @@ export async function runContender(
   const result: ContenderResult = {
     models: n,
     convergedSeconds: round(Math.max(...timeline.done.values()) / 1000),
+    ...(gaveUp ? { notConverged: n - timeline.done.size } : {}),
     applySeconds,
     allDeploymentsSeconds: round(Math.max(...timeline.created.values()) / 1000),
     ...(lags.length
