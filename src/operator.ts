@@ -117,6 +117,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
           sinks: reconcileMetrics.sinks(),
           maxConcurrentActivityTaskExecutions: config.maxConcurrentActivities,
           maxConcurrentWorkflowTaskExecutions: config.maxConcurrentWorkflowTasks,
+          maxConcurrentLocalActivityExecutions: config.maxConcurrentLocalActivities,
           maxCachedWorkflows: config.maxCachedWorkflows,
           stickyQueueScheduleToStartTimeout: `${config.stickyQueueTimeoutSeconds} seconds`,
           shutdownGraceTime: '10 seconds',

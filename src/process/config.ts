@@ -41,6 +41,8 @@ export interface OperatorConfig {
   role: 'all' | 'worker' | 'informer';
   maxConcurrentActivities: number;
   maxConcurrentWorkflowTasks: number;
+  /** Local activities in flight at once: each is one round step's Kubernetes requests. */
+  maxConcurrentLocalActivities: number;
   /** Unset: the SDK's default, from the heap limit. */
   maxCachedWorkflows?: number;
   /** How long a workflow task may wait on this worker's sticky queue before it moves to the normal one. */
@@ -213,6 +215,15 @@ function operatorCommand(): Command {
     )
     .addOption(
       new Option(
+        '--max-concurrent-local-activities <n>',
+        "round steps (each a few Kubernetes requests) in flight at once: the operator's share of the apiserver",
+      )
+        .env('MMO_MAX_CONCURRENT_LOCAL_ACTIVITIES')
+        .argParser(positiveInt('--max-concurrent-local-activities'))
+        .default(100),
+    )
+    .addOption(
+      new Option(
         '--max-cached-workflows <n>',
         'workflows kept in memory between their tasks (about 1 MiB each; one not kept replays its history on ' +
           'its next task); default: the SDK sizes it from the heap limit (--max-old-space-size)',
@@ -364,6 +375,7 @@ export function parseOperatorConfig(argv: string[]): OperatorConfig {
         role: OperatorConfig['role'];
         maxConcurrentActivities: number;
         maxConcurrentWorkflowTasks: number;
+        maxConcurrentLocalActivities: number;
         maxCachedWorkflows?: number;
         stickyQueueTimeout: number;
         gpuResourceName: string;
@@ -390,6 +402,7 @@ export function parseOperatorConfig(argv: string[]): OperatorConfig {
     role: o.role,
     maxConcurrentActivities: o.maxConcurrentActivities,
     maxConcurrentWorkflowTasks: o.maxConcurrentWorkflowTasks,
+    maxConcurrentLocalActivities: o.maxConcurrentLocalActivities,
     maxCachedWorkflows: o.maxCachedWorkflows,
     stickyQueueTimeoutSeconds: o.stickyQueueTimeout,
     build: { ...defaultBuildOptions, gpuResourceName: o.gpuResourceName, clusterDomain: o.clusterDomain },

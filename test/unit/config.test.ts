@@ -19,6 +19,7 @@ describe('parseOperatorConfig', () => {
     expect(c.namespaces).toEqual([]);
     expect(c.role).toBe('all');
     expect(c.stickyQueueTimeoutSeconds).toBe(10);
+    expect(c.maxConcurrentLocalActivities).toBe(100);
     expect(c.workflow).toEqual({
       progressDeadlineSeconds: 600,
       driftCheckSeconds: 36_000,
@@ -30,11 +31,13 @@ describe('parseOperatorConfig', () => {
     process.env.MMO_NAMESPACES = 'a, b';
     process.env.MMO_TASK_QUEUE = 'q-env';
     process.env.MMO_READINESS_RECHECK_SECONDS = '3';
+    process.env.MMO_MAX_CONCURRENT_LOCAL_ACTIVITIES = '8';
     const c = parseOperatorConfig(['--task-queue', 'q-flag', '--progress-deadline', '30']);
     expect(c.namespaces).toEqual(['a', 'b']);
     expect(c.temporal.taskQueue).toBe('q-flag');
     expect(c.workflow.progressDeadlineSeconds).toBe(30);
     expect(c.workflow.readinessRecheckSeconds).toEqual({ initial: 3, max: 300 });
+    expect(c.maxConcurrentLocalActivities).toBe(8);
     expect(parseOperatorConfig(['--sticky-queue-timeout', '60']).stickyQueueTimeoutSeconds).toBe(60);
   });
 
