@@ -1,6 +1,7 @@
 // Entry point of the operator: `tsx src/main.ts [flags]` (see --help).
 import { CommanderError } from 'commander';
 import { parseOperatorConfig } from './process/config.js';
+import { heapLimitMiB, unboundedHeapWarning } from './process/heap-bound.js';
 import { createLogger } from './process/logger.js';
 import { startOperator } from './operator.js';
 import { installRuntime, shutdownRequested } from './process/sdk-runtime.js';
@@ -14,6 +15,8 @@ async function main(): Promise<number> {
     throw err;
   }
   const log = createLogger(config.logLevel);
+  const heapWarning = unboundedHeapWarning(heapLimitMiB());
+  if (heapWarning) log.warn(heapWarning);
   installRuntime(log, config.logLevel, { host: config.metrics.host, port: config.metrics.sdkPort });
   const operator = startOperator(config, log);
   // The informer stops first, so no new work is queued while in-flight tasks finish.
