@@ -220,7 +220,9 @@ function operatorCommand(): Command {
       )
         .env('MMO_MAX_CONCURRENT_LOCAL_ACTIVITIES')
         .argParser(positiveInt('--max-concurrent-local-activities'))
-        .default(100),
+        // The SDK's 100 drove kube-apiserver's Service creation into handler timeouts at N=10,000
+        // (docs/performance.md, "N=10,000"): requests its clients had given up on went on being served.
+        .default(16),
     )
     .addOption(
       new Option(

@@ -19,7 +19,7 @@ describe('parseOperatorConfig', () => {
     expect(c.namespaces).toEqual([]);
     expect(c.role).toBe('all');
     expect(c.stickyQueueTimeoutSeconds).toBe(10);
-    expect(c.maxConcurrentLocalActivities).toBe(100);
+    expect(c.maxConcurrentLocalActivities).toBe(16);
     expect(c.workflow).toEqual({
       progressDeadlineSeconds: 600,
       driftCheckSeconds: 36_000,
