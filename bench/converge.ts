@@ -120,35 +120,45 @@ function table(results: Partial<Record<ContenderName, ContenderResult>>): string
 }
 
 async function main(): Promise<void> {
-  const stack = await up({ stateDir, ports: 'auto', fresh: true, podMetrics: false, realNode: false, temporal, log });
-  const results: Partial<Record<ContenderName, ContenderResult>> = {};
-  try {
-    makeRoom(stack, models);
-    for (const name of chosen)
-      results[name] = await runContender(stack, name, models, log, {
-        profileDir: profile && path.resolve(profile),
-        restSeconds: rest,
-        giveUpSeconds: giveUp * 60,
-      });
-  } finally {
-    await down(stateDir);
-  }
+  // Named and stamped with the commit before the run, so a change made meanwhile is not the run's.
   const date = new Date().toISOString().slice(0, 10);
   mkdirSync(resultsDir, { recursive: true });
   const name = [date, models, ...(temporal === 'dev' ? [] : [temporal]), ...(label ? [label] : [])].join('-');
   const file = path.join(resultsDir, `${name}.json`);
   const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
   const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8' }) !== '';
-  const report = {
-    date,
-    models,
-    restSeconds: rest,
-    temporal,
-    cores: os.cpus().length,
-    commit: dirty ? `${commit}+changes` : commit,
-    results,
+  const results: Partial<Record<ContenderName, ContenderResult>> = {};
+  // Written after each contender is measured and again once it is deleted: a run cut short keeps what it has.
+  const save = () => {
+    const report = {
+      date,
+      models,
+      restSeconds: rest,
+      temporal,
+      cores: os.cpus().length,
+      commit: dirty ? `${commit}+changes` : commit,
+      results,
+    };
+    writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
   };
-  writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
+  const stack = await up({ stateDir, ports: 'auto', fresh: true, podMetrics: false, realNode: false, temporal, log });
+  try {
+    makeRoom(stack, models);
+    for (const name of chosen) {
+      results[name] = await runContender(stack, name, models, log, {
+        profileDir: profile && path.resolve(profile),
+        restSeconds: rest,
+        giveUpSeconds: giveUp * 60,
+        onMeasured: (result) => {
+          results[name] = result;
+          save();
+        },
+      });
+      save();
+    }
+  } finally {
+    await down(stateDir);
+  }
   await writeChart(file.replace(/\.json$/, '.png'), models, results);
   console.log(table(results));
   const slowest = results.operator?.slowest;

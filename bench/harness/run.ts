@@ -80,6 +80,11 @@ export interface RunOptions {
   restSeconds?: number;
   /** How long to wait for convergence before recording how far the contender got and moving on. */
   giveUpSeconds?: number;
+  /**
+   * Called with the result once it is measured, before the namespace is deleted: at N=10,000 the
+   * deletion took over half an hour, and a run cut short there should keep what it measured.
+   */
+  onMeasured?(result: ContenderResult): void;
 }
 
 interface Process {
@@ -408,6 +413,9 @@ export async function runContender(
     () => false,
     (err: Error) => (log(err.message), true),
   );
+  // Taken now: objects that go on converging during the measurements below are not this run's.
+  const convergedSeconds = round(Math.max(...timeline.done.values()) / 1000);
+  const notConverged = n - timeline.done.size;
   const { cpuSeconds, machineCpuSeconds, peakRssMiB } = usage.stop();
   const requestsAfter = apiserverRequests(stack);
   const workflowCache = await process?.workflowCache?.();
@@ -418,8 +426,8 @@ export async function runContender(
   const counted = name === 'operator' ? await perModel(stack, namespace) : undefined;
   const result: ContenderResult = {
     models: n,
-    convergedSeconds: round(Math.max(...timeline.done.values()) / 1000),
-    ...(gaveUp ? { notConverged: n - timeline.done.size } : {}),
+    convergedSeconds,
+    ...(gaveUp ? { notConverged } : {}),
     applySeconds,
     allDeploymentsSeconds: round(Math.max(...timeline.created.values()) / 1000),
     ...(lags.length
@@ -445,6 +453,7 @@ export async function runContender(
       counted && { namespace, events: counted.historyEvents },
       log,
     );
+  options.onMeasured?.(result);
   log(`${name}: converged in ${result.convergedSeconds}s; deleting ${namespace}`);
   const deleting = performance.now();
   kubectlRun(stack, ['delete', 'namespace', namespace, '--wait=false']);

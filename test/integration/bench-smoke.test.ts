@@ -15,10 +15,12 @@ describe('the benchmark harness (bench:converge) on 10 objects', () => {
   it.each(contenderNames)(
     '%s converges, is measured, and its namespace is deleted',
     async (name) => {
+      let measured: ContenderResult | undefined;
       // A short rest, so the at-rest phase runs too.
       const r = await runContender(stack, name, 10, (line) => console.log(line), {
         restSeconds: 5,
         giveUpSeconds: 300,
+        onMeasured: (m) => (measured = structuredClone(m)),
       });
       console.log(`${name}: ${JSON.stringify(r)}`);
       results[name] = r;
@@ -32,6 +34,8 @@ describe('the benchmark harness (bench:converge) on 10 objects', () => {
       expect(r.peakRssMiB.etcd).toBeGreaterThan(0);
       expect(r.apiserverRequests.POST).toBeGreaterThanOrEqual(10);
       expect(r.deleteSeconds).toBeGreaterThan(0);
+      // Handed over before the deletion, with everything but the deletion measured.
+      expect(measured).toEqual({ ...r, deleteSeconds: 0, ownObjectsGoneSeconds: undefined });
       expect(r.atRest?.seconds).toBe(5);
       expect(r.atRest?.cpuSecondsPerMinute['kube-apiserver']).toBeGreaterThanOrEqual(0);
       expect(r.atRest?.machineCpuSecondsPerMinute).toBeGreaterThan(0);
