@@ -416,6 +416,7 @@ export async function runContender(
   // Taken now: objects that go on converging during the measurements below are not this run's.
   const convergedSeconds = round(Math.max(...timeline.done.values()) / 1000);
   const notConverged = n - timeline.done.size;
+  const allDeploymentsSeconds = round(Math.max(...timeline.created.values()) / 1000);
   const { cpuSeconds, machineCpuSeconds, peakRssMiB } = usage.stop();
   const requestsAfter = apiserverRequests(stack);
   const workflowCache = await process?.workflowCache?.();
@@ -429,7 +430,7 @@ export async function runContender(
     convergedSeconds,
     ...(gaveUp ? { notConverged } : {}),
     applySeconds,
-    allDeploymentsSeconds: round(Math.max(...timeline.created.values()) / 1000),
+    allDeploymentsSeconds,
     ...(lags.length
       ? { readyLagMs: { p50: Math.round(quantile(lags, 0.5)), p99: Math.round(quantile(lags, 0.99)) } }
       : {}),
