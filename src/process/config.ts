@@ -220,8 +220,8 @@ function operatorCommand(): Command {
       )
         .env('MMO_MAX_CONCURRENT_LOCAL_ACTIVITIES')
         .argParser(positiveInt('--max-concurrent-local-activities'))
-        // The SDK's 100 drove kube-apiserver's Service creation into handler timeouts at N=10,000
-        // (docs/performance.md, "N=10,000"): requests its clients had given up on went on being served.
+        // The SDK's 100 drove kube-apiserver's Service creation into handler timeouts in an N=10,000
+        // attempt (its numbers were not kept; docs/performance.md, "N=10,000", ran with 16).
         .default(16),
     )
     .addOption(
