@@ -157,8 +157,9 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
       watchHttpRoutes: config.gateway.kind === 'gateway-api',
       watchTimeoutSeconds: config.watchTimeoutSeconds,
       apiserver,
+      maxStartingModels: config.maxStartingModels,
     });
-    Object.assign(sources, { informer, signaler });
+    Object.assign(sources, { informer, signaler, startGate: informer.startGate });
     parts.informer = async () => {
       await informer.stop();
       await signaler.stop();

@@ -32,6 +32,7 @@ import {
   type WatchedObject,
   type WatchEventType,
 } from './event-filter.js';
+import { defaultStartGateOptions, StartGate } from './start-gate.js';
 
 interface SourceSpec {
   kind: WatchedKind | 'Namespace' | 'Event';
@@ -163,6 +164,8 @@ export interface InformerOptions {
   restartBackoffMs: { initial: number; max: number };
   /** Told whether the apiserver answers until every source has listed once (then each restart is logged). */
   apiserver?: Reachability;
+  /** How many new models' workflows start at once (src/informer/start-gate.ts); 0: no bound. */
+  maxStartingModels: number;
 }
 
 export const defaultInformerOptions: InformerOptions = {
@@ -170,6 +173,7 @@ export const defaultInformerOptions: InformerOptions = {
   watchHttpRoutes: false,
   watchTimeoutSeconds: 300,
   restartBackoffMs: { initial: 500, max: 30_000 },
+  maxStartingModels: defaultStartGateOptions.maxStarting,
 };
 
 /** One list+watch of one kind in one namespace (or all), restarted after every failure. */
@@ -303,17 +307,19 @@ export class Informer {
   private readonly cached: Source[];
   private readonly namespaces: Source;
   private readonly apiserver?: Reachability;
+  readonly startGate: StartGate;
   events = 0;
   /** Children's events dropped because their namespace is being deleted. */
   ignoredInTerminatingNamespaces = 0;
 
   constructor(
     kc: KubeConfig,
-    private readonly onSignal: (request: SignalRequest) => void,
+    onSignal: (request: SignalRequest) => void,
     private readonly log: Logger,
     opts: Partial<InformerOptions> = {},
   ) {
     const o = { ...defaultInformerOptions, ...opts };
+    this.startGate = new StartGate(onSignal, { ...defaultStartGateOptions, maxStarting: o.maxStartingModels });
     this.apiserver = o.apiserver;
     const namespaces: (string | undefined)[] = o.namespaces.length ? o.namespaces : [undefined];
     const source = (spec: SourceSpec, ns: string | undefined) =>
@@ -373,6 +379,8 @@ export class Informer {
 
   private handle(kind: WatchedKind, type: 'added' | 'updated' | 'deleted', obj: WatchedObject): void {
     this.events++;
+    const { name, namespace } = obj.metadata ?? {};
+    if (kind === 'MachineModel' && name && namespace) this.startGate.observe(type, `${namespace}/${name}`, obj);
     const request = this.filter.observe(kind, type, obj);
     if (!request) return;
     if (kind !== 'MachineModel' && this.terminating(request.namespace)) {
@@ -382,7 +390,7 @@ export class Informer {
     // The echo of a round's own write is signalled too (but for a child's creation, see the filter):
     // the workflow knows what its rounds wrote, whichever replica ran them, and drops it
     // (workflows/machine-model.ts).
-    this.onSignal(request);
+    this.startGate.offer(request);
   }
 
   /** A probe failure wakes the model whose Pod it names, found in the Pod cache (no cache: nobody). */
@@ -392,7 +400,7 @@ export class Informer {
     const pod = this.lookup('Pod', namespace, event.involvedObject.name ?? '');
     const name = pod && pod !== 'unknown' ? pod.metadata?.labels?.[labels.instance] : undefined;
     const request = this.filter.observeProbe(type, event, name ? { namespace, name } : undefined);
-    if (request && !this.terminating(namespace)) this.onSignal(request);
+    if (request && !this.terminating(namespace)) this.startGate.offer(request);
   }
 
   private failed(source: Source, err: unknown, retryInMs: number): void {
@@ -412,7 +420,7 @@ export class Informer {
       const request = this.filter.lookAgain(kind, obj);
       if (request) requests.set(`${request.namespace}/${request.name}`, request);
     }
-    for (const request of requests.values()) this.onSignal(request);
+    for (const request of requests.values()) this.startGate.offer(request);
   }
 
   /** Starts every list+watch; resolves when each has listed once (failures keep retrying in the background). */
@@ -426,6 +434,7 @@ export class Informer {
   }
 
   async stop(): Promise<void> {
+    this.startGate.stop();
     await Promise.all([...this.cached, ...this.probeEvents, this.namespaces].map((s) => s.stop()));
   }
 }

@@ -3,6 +3,7 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { defaultBuildOptions, type BuildOptions } from '../core/desired-state.js';
 import { defaultWorkflowConfig, type WorkflowConfig } from '../core/reconcile-timing.js';
+import { defaultStartGateOptions } from '../informer/start-gate.js';
 
 /**
  * The readiness rechecks of the workflows this operator starts (in their input, so runs already going
@@ -45,6 +46,8 @@ export interface OperatorConfig {
   maxConcurrentLocalActivities: number;
   /** Unset: the SDK's default, from the heap limit. */
   maxCachedWorkflows?: number;
+  /** New models whose workflows may be starting at once (the informer's start gate); 0: no bound. */
+  maxStartingModels: number;
   /** How long a workflow task may wait on this worker's sticky queue before it moves to the normal one. */
   stickyQueueTimeoutSeconds: number;
   build: BuildOptions;
@@ -102,6 +105,15 @@ function port(name: string) {
     const n = Number(value);
     if (!Number.isInteger(n) || n < 0 || n > 65535)
       throw new InvalidArgumentError(`${name} must be a port number (0-65535), got "${value}"`);
+    return n;
+  };
+}
+
+function wholeNumber(name: string) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < 0)
+      throw new InvalidArgumentError(`${name} must be a whole number >= 0, got "${value}"`);
     return n;
   };
 }
@@ -232,6 +244,16 @@ function operatorCommand(): Command {
       )
         .env('MMO_MAX_CACHED_WORKFLOWS')
         .argParser(positiveInt('--max-cached-workflows')),
+    )
+    .addOption(
+      new Option(
+        '--max-starting-models <n>',
+        'new models whose workflows start at once; the others wait their turn until one is Ready or stalled ' +
+          `(or ${defaultStartGateOptions.holdLimitMs / 1000} s have passed), so a large apply neither floods the worker nor crowds out the apiserver; 0: no bound`,
+      )
+        .env('MMO_MAX_STARTING_MODELS')
+        .argParser(wholeNumber('--max-starting-models'))
+        .default(defaultStartGateOptions.maxStarting),
     )
     .addOption(
       new Option(
@@ -379,6 +401,7 @@ export function parseOperatorConfig(argv: string[]): OperatorConfig {
         maxConcurrentWorkflowTasks: number;
         maxConcurrentLocalActivities: number;
         maxCachedWorkflows?: number;
+        maxStartingModels: number;
         stickyQueueTimeout: number;
         gpuResourceName: string;
         clusterDomain: string;
@@ -406,6 +429,7 @@ export function parseOperatorConfig(argv: string[]): OperatorConfig {
     maxConcurrentWorkflowTasks: o.maxConcurrentWorkflowTasks,
     maxConcurrentLocalActivities: o.maxConcurrentLocalActivities,
     maxCachedWorkflows: o.maxCachedWorkflows,
+    maxStartingModels: o.maxStartingModels,
     stickyQueueTimeoutSeconds: o.stickyQueueTimeout,
     build: { ...defaultBuildOptions, gpuResourceName: o.gpuResourceName, clusterDomain: o.clusterDomain },
     workflow: {

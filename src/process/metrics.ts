@@ -7,6 +7,7 @@ import type { ReadyGate } from './ready-gate.js';
 export interface MetricSources {
   informer?: { events: number; restarts: number; ignoredInTerminatingNamespaces: number };
   signaler?: { sent: number; failures: number; pendingCount: number };
+  startGate?: { started: number; expired: number; waitingCount: number; startingCount: number };
   /** The worker's Kubernetes reads, by where they were served from. */
   reads?: { cache: number; apiserver: number };
 }
@@ -61,14 +62,40 @@ export function createMetrics(sources: MetricSources): Registry {
       this.inc({ source: 'apiserver' }, sources.reads?.apiserver ?? 0);
     },
   });
-  new Gauge({
-    name: 'machinemodel_operator_signals_pending',
-    help: 'Models with a signal waiting for delivery',
-    registers: [registry],
-    collect() {
-      this.set(sources.signaler?.pendingCount ?? 0);
-    },
-  });
+  counter(
+    'machinemodel_operator_models_started_total',
+    "New models let through the start gate (their workflows' first signal sent)",
+    () => sources.startGate?.started ?? 0,
+  );
+  counter(
+    'machinemodel_operator_models_start_expired_total',
+    'Started models that freed their place in the start gate at its hold limit, not Ready or stalled by then',
+    () => sources.startGate?.expired ?? 0,
+  );
+  const gauge = (name: string, help: string, read: () => number) =>
+    new Gauge({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        this.set(read());
+      },
+    });
+  gauge(
+    'machinemodel_operator_models_waiting_to_start',
+    'New models waiting in the start gate for their turn',
+    () => sources.startGate?.waitingCount ?? 0,
+  );
+  gauge(
+    'machinemodel_operator_models_starting',
+    'Models let through the start gate that are not yet Ready or stalled',
+    () => sources.startGate?.startingCount ?? 0,
+  );
+  gauge(
+    'machinemodel_operator_signals_pending',
+    'Models with a signal waiting for delivery',
+    () => sources.signaler?.pendingCount ?? 0,
+  );
   return registry;
 }
 

@@ -20,6 +20,7 @@ describe('parseOperatorConfig', () => {
     expect(c.role).toBe('all');
     expect(c.stickyQueueTimeoutSeconds).toBe(10);
     expect(c.maxConcurrentLocalActivities).toBe(16);
+    expect(c.maxStartingModels).toBe(64);
     expect(c.workflow).toEqual({
       progressDeadlineSeconds: 600,
       driftCheckSeconds: 36_000,
@@ -39,6 +40,7 @@ describe('parseOperatorConfig', () => {
     expect(c.workflow.readinessRecheckSeconds).toEqual({ initial: 3, max: 300 });
     expect(c.maxConcurrentLocalActivities).toBe(8);
     expect(parseOperatorConfig(['--sticky-queue-timeout', '60']).stickyQueueTimeoutSeconds).toBe(60);
+    expect(parseOperatorConfig(['--max-starting-models', '0']).maxStartingModels).toBe(0);
   });
 
   it('turns TLS on for an API key, which comes only from the environment', () => {
@@ -53,6 +55,9 @@ describe('parseOperatorConfig', () => {
       /--progress-deadline must be a whole number/,
     );
     expect(() => parseOperatorConfig(['--role', 'boss'])).toThrow(/role/);
+    expect(() => parseOperatorConfig(['--max-starting-models', '-1'])).toThrow(
+      /--max-starting-models must be a whole number >= 0/,
+    );
     expect(() => parseOperatorConfig(['--temporal-tls-cert', '/c.pem'])).toThrow(/go together/);
   });
 });
