@@ -2,6 +2,12 @@
 // workflows of new models a bounded number at a time (src/informer/start-gate.ts) and reads here
 // which models are new and when one no longer needs the worker's attention. Pure.
 
+/**
+ * How many new models start at once, and how long a started one that neither gets Ready nor stalls
+ * (a large image's pull, a crash loop) may hold up the models behind it.
+ */
+export const startGateDefaults = { maxStarting: 64, holdLimitMs: 120_000 };
+
 /** The fields of a MachineModel these decisions read. */
 export interface FirstRoundView {
   metadata?: { generation?: number; deletionTimestamp?: unknown };

@@ -4,21 +4,18 @@
 // model's first task queues behind the rest, and the operator's writes crowd out the user's own
 // apply. A model waits here only until its turn; its requests coalesce meanwhile, and nothing is
 // dropped: the gate keeps no state the next start's list cannot rebuild.
-import { awaitsFirstRound, settled, type FirstRoundView } from '../core/first-round.js';
+import { awaitsFirstRound, settled, startGateDefaults, type FirstRoundView } from '../core/first-round.js';
 import type { SignalRequest, WatchEventType } from './event-filter.js';
 import { merge } from './signaler.js';
 
 export interface StartGateOptions {
   /** New models whose workflows may be starting at once; 0: no bound. */
   maxStarting: number;
-  /**
-   * A started model that has not settled by then frees its place anyway: a large image's pull or a
-   * crash loop must not hold up the models behind it.
-   */
+  /** A started model that has not settled by then frees its place anyway. */
   holdLimitMs: number;
 }
 
-export const defaultStartGateOptions: StartGateOptions = { maxStarting: 64, holdLimitMs: 120_000 };
+export const defaultStartGateOptions: StartGateOptions = startGateDefaults;
 
 export class StartGate {
   /** New models in the order they were seen, with their coalesced request once one came. */

@@ -3,7 +3,7 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { defaultBuildOptions, type BuildOptions } from '../core/desired-state.js';
 import { defaultWorkflowConfig, type WorkflowConfig } from '../core/reconcile-timing.js';
-import { defaultStartGateOptions } from '../informer/start-gate.js';
+import { startGateDefaults } from '../core/first-round.js';
 
 /**
  * The readiness rechecks of the workflows this operator starts (in their input, so runs already going
@@ -249,11 +249,11 @@ function operatorCommand(): Command {
       new Option(
         '--max-starting-models <n>',
         'new models whose workflows start at once; the others wait their turn until one is Ready or stalled ' +
-          `(or ${defaultStartGateOptions.holdLimitMs / 1000} s have passed), so a large apply neither floods the worker nor crowds out the apiserver; 0: no bound`,
+          `(or ${startGateDefaults.holdLimitMs / 1000} s have passed), so a large apply neither floods the worker nor crowds out the apiserver; 0: no bound`,
       )
         .env('MMO_MAX_STARTING_MODELS')
         .argParser(wholeNumber('--max-starting-models'))
-        .default(defaultStartGateOptions.maxStarting),
+        .default(startGateDefaults.maxStarting),
     )
     .addOption(
       new Option(
