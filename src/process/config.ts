@@ -109,20 +109,11 @@ function port(name: string) {
   };
 }
 
-function wholeNumber(name: string) {
+function wholeNumber(name: string, min = 1) {
   return (value: string): number => {
     const n = Number(value);
-    if (!Number.isInteger(n) || n < 0)
-      throw new InvalidArgumentError(`${name} must be a whole number >= 0, got "${value}"`);
-    return n;
-  };
-}
-
-function positiveInt(name: string) {
-  return (value: string): number => {
-    const n = Number(value);
-    if (!Number.isInteger(n) || n < 1)
-      throw new InvalidArgumentError(`${name} must be a whole number >= 1, got "${value}"`);
+    if (!Number.isInteger(n) || n < min)
+      throw new InvalidArgumentError(`${name} must be a whole number >= ${min}, got "${value}"`);
     return n;
   };
 }
@@ -216,13 +207,13 @@ function operatorCommand(): Command {
     .addOption(
       new Option('--max-concurrent-activities <n>', 'activity slots')
         .env('MMO_MAX_CONCURRENT_ACTIVITIES')
-        .argParser(positiveInt('--max-concurrent-activities'))
+        .argParser(wholeNumber('--max-concurrent-activities'))
         .default(32),
     )
     .addOption(
       new Option('--max-concurrent-workflow-tasks <n>', 'workflow task slots')
         .env('MMO_MAX_CONCURRENT_WORKFLOW_TASKS')
-        .argParser(positiveInt('--max-concurrent-workflow-tasks'))
+        .argParser(wholeNumber('--max-concurrent-workflow-tasks'))
         .default(32),
     )
     .addOption(
@@ -231,7 +222,7 @@ function operatorCommand(): Command {
         "round steps (each a few Kubernetes requests) in flight at once: the operator's share of the apiserver",
       )
         .env('MMO_MAX_CONCURRENT_LOCAL_ACTIVITIES')
-        .argParser(positiveInt('--max-concurrent-local-activities'))
+        .argParser(wholeNumber('--max-concurrent-local-activities'))
         // The SDK's 100 drove kube-apiserver's Service creation into handler timeouts in an N=10,000
         // attempt (its numbers were not kept; docs/performance.md, "N=10,000", ran with 16).
         .default(16),
@@ -243,7 +234,7 @@ function operatorCommand(): Command {
           'its next task); default: the SDK sizes it from the heap limit (--max-old-space-size)',
       )
         .env('MMO_MAX_CACHED_WORKFLOWS')
-        .argParser(positiveInt('--max-cached-workflows')),
+        .argParser(wholeNumber('--max-cached-workflows')),
     )
     .addOption(
       new Option(
@@ -252,7 +243,7 @@ function operatorCommand(): Command {
           `(or ${startGateDefaults.holdLimitMs / 1000} s have passed), so a large apply neither floods the worker nor crowds out the apiserver; 0: no bound`,
       )
         .env('MMO_MAX_STARTING_MODELS')
-        .argParser(wholeNumber('--max-starting-models'))
+        .argParser(wholeNumber('--max-starting-models', 0))
         .default(startGateDefaults.maxStarting),
     )
     .addOption(
@@ -263,7 +254,7 @@ function operatorCommand(): Command {
           'sticky tasks wait',
       )
         .env('MMO_STICKY_QUEUE_TIMEOUT_SECONDS')
-        .argParser(positiveInt('--sticky-queue-timeout'))
+        .argParser(wholeNumber('--sticky-queue-timeout'))
         .default(10),
     )
     .addOption(
@@ -279,7 +270,7 @@ function operatorCommand(): Command {
     .addOption(
       new Option('--progress-deadline <seconds>', 'not Ready this long -> Failed (ProgressDeadlineExceeded)')
         .env('MMO_PROGRESS_DEADLINE_SECONDS')
-        .argParser(positiveInt('--progress-deadline'))
+        .argParser(wholeNumber('--progress-deadline'))
         .default(defaultWorkflowConfig.progressDeadlineSeconds),
     )
     .addOption(
@@ -289,13 +280,13 @@ function operatorCommand(): Command {
           "the watch wakes it on every change of its Deployment's rollout and of its Pods' scheduling, so this is a safety net",
       )
         .env('MMO_READINESS_RECHECK_SECONDS')
-        .argParser(positiveInt('--readiness-recheck'))
+        .argParser(wholeNumber('--readiness-recheck'))
         .default(readinessRecheckSeconds),
     )
     .addOption(
       new Option('--drift-check <seconds>', 'how often an idle model is checked without any event')
         .env('MMO_DRIFT_CHECK_SECONDS')
-        .argParser(positiveInt('--drift-check'))
+        .argParser(wholeNumber('--drift-check'))
         .default(defaultWorkflowConfig.driftCheckSeconds),
     )
     .addOption(
@@ -339,7 +330,7 @@ function operatorCommand(): Command {
         'how often routes without a model are removed and missing routes republished',
       )
         .env('MMO_GATEWAY_SWEEP_SECONDS')
-        .argParser(positiveInt('--gateway-sweep'))
+        .argParser(wholeNumber('--gateway-sweep'))
         .default(60),
     )
     .addOption(
@@ -348,7 +339,7 @@ function operatorCommand(): Command {
         'the apiserver ends each watch after this; silence well past it restarts the watch',
       )
         .env('MMO_WATCH_TIMEOUT_SECONDS')
-        .argParser(positiveInt('--watch-timeout'))
+        .argParser(wholeNumber('--watch-timeout'))
         .default(300),
     )
     .addOption(

@@ -34,46 +34,24 @@ it('starts two new models at a time, the next when one of them settles, and a de
     expect(started()).toEqual(['m1', 'm2']);
     expect(informer.startGate.waitingCount).toBe(2);
 
-    const firstRound = (reconciling: 'True' | 'False') => ({
-      status: {
-        observedGeneration: 1,
-        conditions: [
-          {
-            type: 'Reconciling',
-            status: reconciling,
-            reason: 'Test',
-            message: 'written by the test',
-            lastTransitionTime: new Date().toISOString(),
-          },
-        ],
-      },
-    });
-    k.kubectl(
-      '-n',
-      ns,
-      'patch',
-      'mm',
-      'm1',
-      '--subresource=status',
-      '--type=merge',
-      '-p',
-      JSON.stringify(firstRound('True')),
-    );
+    /** The status a first round writes: still reconciling, or settled. */
+    const firstRound = (reconciling: 'True' | 'False') => {
+      const condition = {
+        type: 'Reconciling',
+        status: reconciling,
+        reason: 'Test',
+        message: 'written by the test',
+        lastTransitionTime: new Date().toISOString(),
+      };
+      const status = JSON.stringify({ status: { observedGeneration: 1, conditions: [condition] } });
+      k.kubectl('-n', ns, 'patch', 'mm', 'm1', '--subresource=status', '--type=merge', '-p', status);
+    };
+    firstRound('True');
     await sleep(1_000);
     expect(started()).toEqual(['m1', 'm2']);
 
     k.kubectl('-n', ns, 'delete', 'mm', 'm3');
-    k.kubectl(
-      '-n',
-      ns,
-      'patch',
-      'mm',
-      'm1',
-      '--subresource=status',
-      '--type=merge',
-      '-p',
-      JSON.stringify(firstRound('False')),
-    );
+    firstRound('False');
     await eventually('the next waiting model let through', () => (started().length === 3 ? true : undefined));
     expect(started()).toEqual(['m1', 'm2', 'm4']);
     expect(signalled.filter((r) => r.name === 'm3').map((r) => r.signal)).toEqual(['deleted']);
