@@ -42,8 +42,8 @@ export interface ContenderResult {
   apiserverRequests: Record<string, number>;
   /** The same by verb and resource, the largest first. */
   apiserverRequestsByResource: Record<string, number>;
-  /** kubectl delete namespace → the namespace is gone. */
-  deleteSeconds: number;
+  /** kubectl delete namespace → the namespace is gone; absent until measured (a run stopped during the deletion). */
+  deleteSeconds?: number;
   /** kubectl delete namespace → the last of the contender's own objects (Foos, MachineModels) is gone. */
   ownObjectsGoneSeconds?: number;
   /**
@@ -441,7 +441,6 @@ export async function runContender(
     apiserverRequestsByResource: Object.fromEntries(
       Object.entries(difference(requestsAfter.byResource, requestsBefore.byResource)).sort(([, a], [, b]) => b - a),
     ),
-    deleteSeconds: 0,
     ...(counted ? { perModel: counted.stats } : {}),
     ...(workflowCache ? { workflowCache } : {}),
   };
@@ -464,12 +463,12 @@ export async function runContender(
     () => !kubectlRun(stack, ['get', 'namespace', '-o', 'name']).split('\n').includes(`namespace/${namespace}`),
     timeoutMs,
   );
-  result.deleteSeconds = since();
+  const deleteSeconds = (result.deleteSeconds = since());
   if (contender.own) {
     // Finalizers hold a namespace: when did the controller let go of the last of its objects? The watch
     // may deliver the last deletions after kubectl already sees the namespace gone; they were gone by then.
     await until(`${name}: the watch sees its objects gone`, () => timeline.ownGoneAt !== undefined, 60_000);
-    result.ownObjectsGoneSeconds = Math.min(round((timeline.ownGoneAt! - deleting) / 1000), result.deleteSeconds);
+    result.ownObjectsGoneSeconds = Math.min(round((timeline.ownGoneAt! - deleting) / 1000), deleteSeconds);
   }
   await timeline.stop();
   await process?.stop();
