@@ -463,7 +463,8 @@ export async function runContender(
     () => !kubectlRun(stack, ['get', 'namespace', '-o', 'name']).split('\n').includes(`namespace/${namespace}`),
     timeoutMs,
   );
-  const deleteSeconds = (result.deleteSeconds = since());
+  const deleteSeconds = since();
+  result.deleteSeconds = deleteSeconds;
   if (contender.own) {
     // Finalizers hold a namespace: when did the controller let go of the last of its objects? The watch
     // may deliver the last deletions after kubectl already sees the namespace gone; they were gone by then.

@@ -32,7 +32,8 @@ import {
   type WatchedObject,
   type WatchEventType,
 } from './event-filter.js';
-import { defaultStartGateOptions, StartGate } from './start-gate.js';
+import { StartGate } from './start-gate.js';
+import { startGateDefaults } from '../core/first-round.js';
 
 interface SourceSpec {
   kind: WatchedKind | 'Namespace' | 'Event';
@@ -173,7 +174,7 @@ export const defaultInformerOptions: InformerOptions = {
   watchHttpRoutes: false,
   watchTimeoutSeconds: 300,
   restartBackoffMs: { initial: 500, max: 30_000 },
-  maxStartingModels: defaultStartGateOptions.maxStarting,
+  maxStartingModels: startGateDefaults.maxStarting,
 };
 
 /** One list+watch of one kind in one namespace (or all), restarted after every failure. */
@@ -319,7 +320,7 @@ export class Informer {
     opts: Partial<InformerOptions> = {},
   ) {
     const o = { ...defaultInformerOptions, ...opts };
-    this.startGate = new StartGate(onSignal, { ...defaultStartGateOptions, maxStarting: o.maxStartingModels });
+    this.startGate = new StartGate(onSignal, { ...startGateDefaults, maxStarting: o.maxStartingModels });
     this.apiserver = o.apiserver;
     const namespaces: (string | undefined)[] = o.namespaces.length ? o.namespaces : [undefined];
     const source = (spec: SourceSpec, ns: string | undefined) =>
@@ -379,8 +380,7 @@ export class Informer {
 
   private handle(kind: WatchedKind, type: 'added' | 'updated' | 'deleted', obj: WatchedObject): void {
     this.events++;
-    const { name, namespace } = obj.metadata ?? {};
-    if (kind === 'MachineModel' && name && namespace) this.startGate.observe(type, `${namespace}/${name}`, obj);
+    if (kind === 'MachineModel') this.startGate.observe(type, obj);
     const request = this.filter.observe(kind, type, obj);
     if (!request) return;
     if (kind !== 'MachineModel' && this.terminating(request.namespace)) {

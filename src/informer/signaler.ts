@@ -24,7 +24,7 @@ export const defaultSignalerOptions: SignalerOptions = {
   minIntervalMs: 1_000,
 };
 
-function keyOf(r: SignalRequest): string {
+export function keyOf(r: { namespace: string; name: string }): string {
   return `${r.namespace}/${r.name}`;
 }
 

@@ -5,8 +5,8 @@
 // apply. A model waits here only until its turn; its requests coalesce meanwhile, and nothing is
 // dropped: the gate keeps no state the next start's list cannot rebuild.
 import { awaitsFirstRound, settled, startGateDefaults, type FirstRoundView } from '../core/first-round.js';
-import type { SignalRequest, WatchEventType } from './event-filter.js';
-import { merge } from './signaler.js';
+import { modelKeyOf, type SignalRequest, type WatchedObject, type WatchEventType } from './event-filter.js';
+import { keyOf, merge } from './signaler.js';
 
 export interface StartGateOptions {
   /** New models whose workflows may be starting at once; 0: no bound. */
@@ -14,8 +14,6 @@ export interface StartGateOptions {
   /** A started model that has not settled by then frees its place anyway. */
   holdLimitMs: number;
 }
-
-export const defaultStartGateOptions: StartGateOptions = startGateDefaults;
 
 export class StartGate {
   /** New models in the order they were seen, with their coalesced request once one came. */
@@ -29,7 +27,7 @@ export class StartGate {
 
   constructor(
     private readonly forward: (request: SignalRequest) => void,
-    private readonly opts: StartGateOptions = defaultStartGateOptions,
+    private readonly opts: StartGateOptions = startGateDefaults,
     private readonly now: () => number = Date.now,
   ) {}
 
@@ -42,8 +40,10 @@ export class StartGate {
   }
 
   /** What the MachineModel watch says of a model: new ones wait their turn, settled ones free theirs. */
-  observe(type: WatchEventType, key: string, model: FirstRoundView): void {
-    if (this.opts.maxStarting === 0) return;
+  observe(type: WatchEventType, model: WatchedObject & FirstRoundView): void {
+    const m = modelKeyOf('MachineModel', model);
+    if (this.opts.maxStarting === 0 || !m) return;
+    const key = keyOf(m);
     if (type === 'deleted') {
       // Its deletion request follows through `offer`; what it held was for an object now gone.
       this.waiting.delete(key);
@@ -65,7 +65,7 @@ export class StartGate {
 
   /** A signal request: held while its model waits its turn, passed on otherwise. */
   offer(request: SignalRequest): void {
-    const key = `${request.namespace}/${request.name}`;
+    const key = keyOf(request);
     if (!this.waiting.has(key)) return this.forward(request);
     this.waiting.set(key, merge(this.waiting.get(key), request));
     this.pump();

@@ -3,6 +3,7 @@ import path from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { binaryPath, cacheRoot, temporalServer } from '../../tools/local-stack/components.js';
 import { ensureInstalled } from '../../tools/local-stack/install.js';
+import { pidAlive } from '../../tools/local-stack/processes.js';
 import { down, up, type StackInfo } from '../../tools/local-stack/stack.js';
 
 declare module 'vitest' {
@@ -12,15 +13,6 @@ declare module 'vitest' {
 }
 
 const prefix = 'stack-test-';
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** Stacks of earlier test runs that were killed before their teardown: stop them and delete their data. */
 async function sweepAbandoned(): Promise<void> {
@@ -32,7 +24,8 @@ async function sweepAbandoned(): Promise<void> {
   }
   for (const entry of entries) {
     const pid = Number(entry.slice(prefix.length));
-    if (entry.startsWith(prefix) && Number.isInteger(pid) && !alive(pid)) await down(path.join(cacheRoot, entry), true);
+    if (entry.startsWith(prefix) && Number.isInteger(pid) && !pidAlive(pid))
+      await down(path.join(cacheRoot, entry), true);
   }
 }
 

@@ -15,6 +15,12 @@ const reconciling = (status: 'True' | 'False', observedGeneration = 1) => ({
   status: { observedGeneration, conditions: [{ type: 'Reconciling', status }] },
 });
 
+/** The model as the watch has it: with its name and namespace. */
+const named = (name: string, model: { metadata?: object; status?: object }) => ({
+  ...model,
+  metadata: { ...model.metadata, name, namespace: 'ns' },
+});
+
 /** A gate with a clock the test moves, and what it let through. */
 function gate(maxStarting: number, holdLimitMs = 60_000) {
   let now = 0;
@@ -25,8 +31,13 @@ function gate(maxStarting: number, holdLimitMs = 60_000) {
     () => now,
   );
   /** A MachineModel watch event and the request the filter makes of it, as the informer hands them over. */
-  const seen = (name: string, model: object, type: 'added' | 'updated' | 'deleted' = 'added', request = true) => {
-    g.observe(type, `ns/${name}`, model);
+  const seen = (
+    name: string,
+    model: { metadata?: object; status?: object },
+    type: 'added' | 'updated' | 'deleted' = 'added',
+    request = true,
+  ) => {
+    g.observe(type, named(name, model));
     if (request) g.offer(req(name, type === 'deleted' ? 'deleted' : 'reconcile'));
   };
   return { g, passed, seen, advance: (ms: number) => (now += ms) };
@@ -94,9 +105,9 @@ describe('StartGate', () => {
 
   it('wakes itself at the hold limit when nothing else happens', async () => {
     const g = new StartGate(() => undefined, { maxStarting: 1, holdLimitMs: 20 });
-    g.observe('added', 'ns/a', fresh);
+    g.observe('added', named('a', fresh));
     g.offer(req('a'));
-    g.observe('added', 'ns/b', fresh);
+    g.observe('added', named('b', fresh));
     g.offer(req('b'));
     expect(g.started).toBe(1);
     await new Promise((r) => setTimeout(r, 60));

@@ -3,6 +3,7 @@ import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync 
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { binaryPath, componentDir, type Component, type GoComponent, type WheelComponent } from './components.js';
+import { pidAlive } from './processes.js';
 
 /** A missing prerequisite: its message is one line a person can act on. */
 export class PrerequisiteError extends Error {
@@ -43,16 +44,6 @@ export async function ensureInstalled(
   return bin;
 }
 
-function alive(pid: number): boolean {
-  if (!(pid > 0)) return false;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 /**
  * Takes the component's install lock (a directory naming its holder's pid, renamed into place so it
  * never exists without one) and returns its release; or, when a live process holds it, waits until that
@@ -72,12 +63,12 @@ async function installLock(c: Component, log: Log, signal?: AbortSignal): Promis
     if (!['EEXIST', 'ENOTEMPTY'].includes((err as NodeJS.ErrnoException).code ?? '')) throw err;
   }
   const holder = () => Number(readFileSafe(owner));
-  if (holder() && !alive(holder())) {
+  if (holder() && !pidAlive(holder())) {
     rmSync(lock, { recursive: true, force: true });
     return undefined;
   }
   log(`waiting for process ${holder()} to finish installing ${c.name} ${c.version}`);
-  while (existsSync(lock) && alive(holder())) {
+  while (existsSync(lock) && pidAlive(holder())) {
     signal?.throwIfAborted();
     await sleep(2_000);
   }

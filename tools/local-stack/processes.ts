@@ -136,3 +136,14 @@ export async function portInUse(port: number): Promise<boolean> {
     sock.once('error', () => resolve(false));
   });
 }
+
+/** Whether a process with this pid exists (one of another user's counts too). */
+export function pidAlive(pid: number): boolean {
+  if (!(pid > 0)) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
