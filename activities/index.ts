@@ -10,15 +10,19 @@ import {
   removeOrphanRouteActivity,
   unregisterRouteActivity,
 } from './publication.js';
+import { readAndApplyActivity } from './read-and-apply.js';
 import { readModelActivity } from './read-model.js';
 import { writeStatusActivity } from './write-status.js';
 
 /** Every activity the workflows call (the model's, the gateway janitor's, a rollout's), bound to its dependencies. */
 export function createActivities(deps: ActivityDeps) {
+  const readModel = readModelActivity(deps);
+  const applyChildren = applyChildrenActivity(deps);
   return {
-    readModel: readModelActivity(deps),
+    readModel,
+    readAndApply: readAndApplyActivity({ readModel, applyChildren }),
     ensureFinalizer: ensureFinalizerActivity(deps),
-    applyChildren: applyChildrenActivity(deps),
+    applyChildren,
     writeStatus: writeStatusActivity(deps),
     removeFinalizer: removeFinalizerActivity(deps),
     recordModelEvent: recordEventActivity(deps),
@@ -37,6 +41,7 @@ export function createActivities(deps: ActivityDeps) {
 export type Activities = ReturnType<typeof createActivities>;
 export type { ActivityDeps } from './deps.js';
 export type { ModelSnapshot } from './read-model.js';
+export type { ReadAndApplyInput, ReadAndApplyResult } from './read-and-apply.js';
 export type { ApplyOptions, ApplyResult } from './apply-children.js';
 export type { WriteStatusInput, WriteStatusResult } from './write-status.js';
 export type { RegisterResult } from './publication.js';

@@ -34,9 +34,9 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { ModelSnapshot, WriteStatusInput } from '../activities/index.js';
+import type { ModelSnapshot, ReadAndApplyResult, WriteStatusInput } from '../activities/index.js';
 import type { ModelRef, Phase } from '../src/core/api.js';
-import { errorPolicy, requeueSeconds, type FailureType } from '../src/core/failures.js';
+import { errorPolicy, requeueSeconds, type FailureType, type StepFailure } from '../src/core/failures.js';
 import { lifecycleOf } from '../src/core/lifecycle.js';
 import { decideProgress } from '../src/core/progress.js';
 import { defaultWorkflowConfig, jitteredSeconds, type WorkflowConfig } from '../src/core/reconcile-timing.js';
@@ -66,6 +66,7 @@ import { failureOf, localFirst as kubeStep } from './steps.js';
 
 const invalidSpec: FailureType = 'InvalidSpec';
 const runAgeBound: PatchId = 'run-age-bound';
+const readAndApplyPatch: PatchId = 'read-and-apply';
 /** A run's longest life: half the day docs/workflow-versioning.md asks between releases. */
 const maxRunSeconds = 12 * 3600;
 
@@ -211,7 +212,15 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
     });
 
     state.echoes = [];
-    const model = await kubeStep('readModel', `read MachineModel ${label}`, key);
+    const promoted = rollouts.promoted();
+    const looked: ReadAndApplyResult = patched(readAndApplyPatch)
+      ? await kubeStep('readAndApply', `read MachineModel ${label}; apply its children if that is all it needs`, {
+          key,
+          followedUid: state.uid,
+          ...(promoted ? { promoted } : {}),
+        })
+      : { model: await kubeStep('readModel', `read MachineModel ${label}`, key) };
+    const { model } = looked;
     const previous = state.uid ? { ...key, uid: state.uid } : undefined;
     // Without a gateway nothing lies outside the namespace to clean: no finalizer, so no deletion waits on us.
     const lifecycle = lifecycleOf(model, model?.gatewayConfigured !== false);
@@ -223,7 +232,7 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
     await observeIdentity(model!, previous);
     return lifecycle.step === 'cleanup'
       ? cleanup(model!, lifecycle.removeFinalizer, outcome)
-      : apply(model!, lifecycle.addFinalizer, outcome);
+      : apply(model!, lifecycle.addFinalizer, outcome, looked);
   }
 
   /** First sight, a new object of the same name, or a new generation: progress starts over. */
@@ -271,9 +280,32 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
     return outcome({ finished: true, changes, message: `MachineModel ${label} deleted` });
   }
 
-  async function apply(model: ModelSnapshot, addFinalizer: boolean, outcome: Outcome): Promise<Round> {
+  /** `looked`: what the round's read step did beyond reading: the children applied, or the apply refused. */
+  async function apply(
+    model: ModelSnapshot,
+    addFinalizer: boolean,
+    outcome: Outcome,
+    looked: Omit<ReadAndApplyResult, 'model'>,
+  ): Promise<Round> {
     const { ref, generation } = model;
     const changes: string[] = [];
+    /** A failed step, as the error policy says: Failed, Deleting, or a requeue. */
+    const failed = async (failure: StepFailure): Promise<Round> => {
+      const decision = errorPolicy(failure);
+      switch (decision.kind) {
+        case 'failed': {
+          const status = await writeStatus(ref, generation, decision);
+          return outcome({ changes, conditions: status.conditions, message: decision.message });
+        }
+        case 'deletion-pending': {
+          const status = await writeStatus(ref, generation, { kind: 'deleting', message: decision.message });
+          return outcome({ changes, conditions: status.conditions, message: decision.message });
+        }
+        case 'requeue':
+          return outcome({ changes, message: decision.message, requeued: true }, decision.afterSeconds);
+      }
+    };
+    if (looked.refused) return failed(looked.refused);
     try {
       if (addFinalizer) {
         const { written } = await kubeStep('ensureFinalizer', 'add finalizer', ref);
@@ -287,9 +319,11 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
       }
       seen.image = model.spec.image;
       const promoted = rollouts.promoted();
-      const applied = await (promoted
-        ? kubeStep('applyChildren', applySummary(model.spec), model, { promoted })
-        : kubeStep('applyChildren', applySummary(model.spec), model));
+      const applied =
+        looked.applied ??
+        (await (promoted
+          ? kubeStep('applyChildren', applySummary(model.spec), model, { promoted })
+          : kubeStep('applyChildren', applySummary(model.spec), model)));
       changes.push(...applied.changes);
       state.echoes.push(...applied.written);
       const { readiness } = applied;
@@ -327,19 +361,7 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
     } catch (err) {
       const failure = failureOf(err);
       if (!failure) throw err;
-      const decision = errorPolicy(failure);
-      switch (decision.kind) {
-        case 'failed': {
-          const status = await writeStatus(ref, generation, decision);
-          return outcome({ changes, conditions: status.conditions, message: decision.message });
-        }
-        case 'deletion-pending': {
-          const status = await writeStatus(ref, generation, { kind: 'deleting', message: decision.message });
-          return outcome({ changes, conditions: status.conditions, message: decision.message });
-        }
-        case 'requeue':
-          return outcome({ changes, message: decision.message, requeued: true }, decision.afterSeconds);
-      }
+      return failed(failure);
     }
   }
 

@@ -54,6 +54,12 @@ export const patches = {
     addedIn: '0.2.0',
     stage: 'patched',
   },
+  'read-and-apply': {
+    workflow: 'machineModelWorkflow',
+    guards: 'a round reads the object and applies its children in one step (readAndApply) when it can only be an apply',
+    addedIn: '0.2.0',
+    stage: 'patched',
+  },
 } as const satisfies Record<string, PatchRecord>;
 
 export type PatchId = keyof typeof patches;

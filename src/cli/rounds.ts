@@ -105,8 +105,11 @@ function failureLine(f: temporal.api.failure.v1.IFailure | null | undefined): st
   return cause?.message || f?.message || 'failed';
 }
 
+/** The steps that begin a round: each reads the object (`readAndApply` applies its children too). */
+const readSteps = new Set(['readModel', 'readAndApply']);
+
 /**
- * Splits one run's history into rounds. A round begins with its `readModel` step and holds every step
+ * Splits one run's history into rounds. A round begins with its read step and holds every step
  * until the next one; `phaseBefore` is the phase the run started with (carried across continue-as-new).
  */
 export function roundsOf(runId: string, events: HistoryEvent[]): RoundRecord[] {
@@ -122,7 +125,7 @@ export function roundsOf(runId: string, events: HistoryEvent[]): RoundRecord[] {
 
   /** Every round begins by reading the object; a step before any such read (none today) opens one too. */
   const beginStep = (type: string, at: number) => {
-    if (type !== 'readModel' && current) return;
+    if (!readSteps.has(type) && current) return;
     current = {
       runId,
       startedAt: new Date(at).toISOString(),
@@ -149,7 +152,19 @@ export function roundsOf(runId: string, events: HistoryEvent[]): RoundRecord[] {
     }
     noteResult(round, type, result);
   };
-  const noteResult = (round: RoundRecord, type: string, result: unknown) => {
+  const noteResult = (round: RoundRecord, type: string, result: unknown): void => {
+    if (type === 'readAndApply') {
+      const { model, applied, refused } = (result ?? {}) as {
+        model?: unknown;
+        applied?: unknown;
+        refused?: { message?: string };
+      };
+      noteResult(round, 'readModel', model ?? null);
+      if (applied) noteResult(round, 'applyChildren', applied);
+      // Read as a failed applyChildren step would be.
+      if (refused) round.errors.push(`applyChildren: ${refused.message ?? 'refused'}`);
+      return;
+    }
     if (type === 'readModel' && result === null) round.gone = true;
     const r = (result ?? {}) as Record<string, unknown>;
     if (Array.isArray(r.changes)) round.changes.push(...(r.changes as string[]));

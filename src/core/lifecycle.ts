@@ -25,3 +25,25 @@ export function lifecycleOf(
   if (model.deleting) return { step: 'cleanup', removeFinalizer: model.hasFinalizer };
   return { step: 'apply', addFinalizer: needsFinalizer && !model.hasFinalizer };
 }
+
+/**
+ * Whether the step that reads the object may apply its children in the same step: a round that can
+ * only be an apply of a valid spec, adding no finalizer, of the object the workflow follows (or meets
+ * first). A new object of a followed name has its predecessor's route removed first, and every other
+ * round decides between reading and writing. One step instead of two is one workflow activation less.
+ */
+export function appliesWithRead(
+  model: {
+    deleting: boolean;
+    hasFinalizer: boolean;
+    specErrors: string[];
+    ref: { uid: string };
+    gatewayConfigured?: boolean;
+  } | null,
+  followedUid: string | undefined,
+): boolean {
+  if (!model || model.specErrors.length > 0) return false;
+  if (followedUid !== undefined && followedUid !== model.ref.uid) return false;
+  const lifecycle = lifecycleOf(model, model.gatewayConfigured !== false);
+  return lifecycle.step === 'apply' && !lifecycle.addFinalizer;
+}

@@ -437,7 +437,7 @@ export function operatorLifecycle(stack: StackInfo): void {
 
       const ready = 'machinemodel_operator_reconcile_rounds_total{result="ready"}';
       const readyDurations = 'machinemodel_operator_reconcile_round_duration_seconds_count{result="ready"}';
-      const reads = 'machinemodel_operator_activity_attempts_total{activity="readModel",local="true",result="ok"}';
+      const reads = 'machinemodel_operator_activity_attempts_total{activity="readAndApply",local="true",result="ok"}';
       k.apply(machineModel(ns, 'counted'));
       // A name someone else's Deployment holds: a Failed round, a terminal applyChildren.
       k.kubectl('-n', ns, 'create', 'deployment', 'counted-taken', '--image=registry.example.com/other:1');

@@ -3,6 +3,7 @@
 import { ApplicationFailure } from '@temporalio/common';
 import type { Activities, ModelSnapshot } from '../../activities/index.js';
 import type { GatewayInspection } from '../../activities/publication.js';
+import { readAndApplyActivity } from '../../activities/read-and-apply.js';
 import { finalizerName, type MachineModelSpec, type MachineModelStatus } from '../../src/core/api.js';
 import type { ContainerTrouble } from '../../src/core/container-troubles.js';
 import {
@@ -84,7 +85,7 @@ export class FakeCluster {
       observedLatest: true,
       available: { status: this.ready ? 'True' : 'False', reason: 'MinimumReplicasAvailable', message: '' },
     });
-    return {
+    const activities: Omit<Activities, 'readAndApply'> = {
       readModel: async (): Promise<ModelSnapshot | null> => {
         this.count('readModel');
         if (!this.exists) return null;
@@ -215,5 +216,7 @@ export class FakeCluster {
         return { removed };
       },
     };
+    // The real composition of the two steps, over the fakes.
+    return { ...activities, readAndApply: readAndApplyActivity(activities) };
   }
 }

@@ -14,3 +14,12 @@ export function patchMarkersOf(history: RecordedHistory): string[] {
     return data ? [(JSON.parse(Buffer.from(data, 'base64').toString('utf8')) as { id: string }).id] : [];
   });
 }
+
+/** The activity types of a history's local-activity markers, in order. */
+export function localActivitiesOf(history: RecordedHistory): string[] {
+  return history.events.flatMap((e) => {
+    const data = e.markerRecordedEventAttributes?.details?.data?.payloads?.[0]?.data;
+    const marker = data ? (JSON.parse(Buffer.from(data, 'base64').toString('utf8')) as { activity_type?: string }) : {};
+    return marker.activity_type ? [marker.activity_type] : [];
+  });
+}

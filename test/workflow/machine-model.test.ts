@@ -14,7 +14,7 @@ import {
 } from '../../workflows/definitions.js';
 import { startOptions } from '../../src/informer/workflow-client.js';
 import { eventually } from '../support/eventually.js';
-import { patchMarkersOf, type RecordedHistory } from '../support/histories.js';
+import { localActivitiesOf, patchMarkersOf, type RecordedHistory } from '../support/histories.js';
 import { FakeCluster } from '../support/fake-cluster.js';
 import { useWorkflowTestEnv } from '../support/workflow-env.js';
 
@@ -46,7 +46,7 @@ describe('machineModelWorkflow', () => {
     });
   });
 
-  it('runs as the informer starts it (uid as memo): no patch marker, no memo write', async () => {
+  it('runs as the informer starts it (uid as memo): the read-and-apply marker only, no memo write', async () => {
     const cluster = new FakeCluster();
     cluster.ready = true;
     cluster.gatewayConfigured = true;
@@ -62,8 +62,9 @@ describe('machineModelWorkflow', () => {
       expect(cluster.finalizers).toEqual([finalizerName]);
       expect(cluster.calls.registerRoute).toBe(1);
       const { events } = await handle.fetchHistory();
-      // A model without a rollout takes no guarded path (canary-rollouts is evaluated only for a rollout).
-      expect(patchMarkersOf({ events: (events ?? []) as RecordedHistory['events'] })).toEqual([]);
+      // A model without a rollout takes one guarded path, the round's read (canary-rollouts is evaluated
+      // only for a rollout): one marker for the run.
+      expect(patchMarkersOf({ events: (events ?? []) as RecordedHistory['events'] })).toEqual(['read-and-apply']);
       expect((events ?? []).filter((e) => e.workflowPropertiesModifiedEventAttributes)).toEqual([]);
       expect((await handle.describe()).memo).toEqual({ uid: 'uid-1' });
       await handle.terminate();
@@ -233,7 +234,10 @@ describe('machineModelWorkflow', () => {
       expect(status.name).toBe('CONTINUED_AS_NEW');
       expect(closeTime!.getTime() - startTime.getTime()).toBeLessThanOrEqual(12 * 3600_000);
       const { events } = await first.fetchHistory();
-      expect(patchMarkersOf({ events: (events ?? []) as RecordedHistory['events'] })).toEqual(['run-age-bound']);
+      expect(patchMarkersOf({ events: (events ?? []) as RecordedHistory['events'] })).toEqual([
+        'read-and-apply',
+        'run-age-bound',
+      ]);
       await latest.terminate();
     });
   });
@@ -270,6 +274,33 @@ describe('machineModelWorkflow', () => {
     expect(cluster.calls.unregisterRoute ?? 0).toBe(0);
     expect(cluster.calls.removeFinalizer).toBe(1);
     expect(cluster.exists).toBe(false);
+  });
+
+  it('reads and applies in one step when the round can only apply, and reads alone when it must decide first', async () => {
+    const cluster = new FakeCluster();
+    cluster.gatewayConfigured = true;
+    await wf.withWorker(cluster, async (tq) => {
+      const handle = await start(tq);
+      await eventually('Deploying', () => cluster.status?.phase === 'Deploying');
+      await eventually('the first round done', async () => !(await handle.query(stateQuery)).roundInProgress);
+      cluster.ready = true;
+      await handle.signal(reconcileSignal, { source: 'Deployment', event: 'updated', resourceVersion: '7' });
+      await eventually('Ready', () => cluster.status?.phase === 'Ready');
+      await eventually('the second round done', async () => !(await handle.query(stateQuery)).roundInProgress);
+      const { events } = await handle.fetchHistory();
+      // The first round adds the finalizer before anything is applied; the second only applies.
+      expect(localActivitiesOf({ events: (events ?? []) as RecordedHistory['events'] })).toEqual([
+        'readAndApply',
+        'ensureFinalizer',
+        'applyChildren',
+        'writeStatus',
+        'readAndApply',
+        'registerRoute',
+        'writeStatus',
+      ]);
+      expect(cluster.calls).toMatchObject({ readModel: 2, applyChildren: 2 });
+      await handle.terminate();
+    });
   });
 
   it('retries a step whose local attempt failed in a way worth retrying as a regular activity', async () => {

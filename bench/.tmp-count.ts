@@ -1,0 +1,22 @@
+import { readFileSync } from 'node:fs';
+import { promiseHooks } from 'node:v8';
+import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
+import { Registry } from 'prom-client';
+import { ReconcileMetrics } from '../src/process/reconcile-metrics.js';
+Runtime.install({ logger: new DefaultLogger('WARN') });
+const sinks = new ReconcileMetrics(new Registry()).sinks();
+const file = process.argv[2];
+const times = Number(process.argv[3] ?? 20);
+const recorded = JSON.parse(readFileSync(`test/histories/${file}`, 'utf8'));
+let n = 0;
+let inVm = 0;
+const where = new Map<string, number>();
+Error.stackTraceLimit = 12;
+const stop = promiseHooks.createHook({ init: (p) => { n++; if ((p as any).constructor !== Promise) { inVm++; const st = (new Error().stack ?? '').split('\n').slice(2).map((l) => l.trim().replace(/\(.*workflow-bundle.js:(\d+):\d+\)/, 'wb:$1').replace(/ \(.*\)/, '')).filter((l) => !/initAll|init /.test(l)).slice(0, 4).join(' < '); where.set(st, (where.get(st) ?? 0) + 1); } } });
+async function* copies() { for (let i = 0; i < times; i++) yield { workflowId: `${file}-${i}`, history: recorded }; }
+const before = process.cpuUsage();
+for await (const r of Worker.runReplayHistories({ workflowBundle: { codePath: 'dist/workflow-bundle.js' }, sinks }, copies())) if (r.error) throw r.error;
+const used = process.cpuUsage(before);
+stop();
+for (const [k, v] of [...where].sort((a, b) => b[1] - a[1]).slice(0, 40)) console.log((v / times).toFixed(1).padStart(6), k);
+console.log(`${file}: ${recorded.events.length} events; promises per replay ${(n / times).toFixed(0)}, of them in the workflow context ${(inVm / times).toFixed(0)}; CPU ${((used.user + used.system) / 1000 / times).toFixed(1)} ms`);
