@@ -9,7 +9,7 @@ const recorded = (file: string): HistoryEvent[] =>
 
 describe('rounds read back from a recorded history', () => {
   it('tells each round of local-activity steps: trigger, changes, phase, readiness; own echoes wake none', () => {
-    const rounds = roundsOf('r1', recorded('no-gateway-update-drift-delete.json'));
+    const rounds = roundsOf('r1', recorded('no-gateway-update-drift-delete-before-read-and-apply.json'));
     expect(rounds.map((r) => r.triggers)).toEqual([
       ['workflow started', 'MachineModel added (generation 1)'],
       ['Deployment updated and 3 more events'],
@@ -42,12 +42,12 @@ describe('rounds read back from a recorded history', () => {
   });
 
   it('names the events a coalesced signal stood for', () => {
-    const [, second] = roundsOf('r1', recorded('caddy-update-resync-outage-delete.json'));
+    const [, second] = roundsOf('r1', recorded('caddy-update-resync-outage-delete-before-read-and-apply.json'));
     expect(second!.triggers).toEqual(['Service added and 6 more events']);
   });
 
   it('counts a retried activity, its failure, and the finalizer and route removed', () => {
-    const rounds = roundsOf('r1', recorded('caddy-update-resync-outage-delete.json'));
+    const rounds = roundsOf('r1', recorded('caddy-update-resync-outage-delete-before-read-and-apply.json'));
     expect(rounds[0]!.changes).toEqual(['finalizer added', 'Deployment created', 'Service created']);
     expect(rounds[1]!.changes).toEqual(['route /models/hist/published published']);
     const deletion = rounds.at(-1)!;
@@ -72,13 +72,15 @@ describe('rounds read back from a recorded history', () => {
   });
 
   it('names the drift check and mmctl as triggers', () => {
-    const triggers = roundsOf('r1', recorded('caddy-update-resync-outage-delete.json')).flatMap((r) => r.triggers);
+    const triggers = roundsOf('r1', recorded('caddy-update-resync-outage-delete-before-read-and-apply.json')).flatMap(
+      (r) => r.triggers,
+    );
     expect(triggers).toContain('timer: idle: drift check in 10 s unless a change comes');
     expect(triggers).toContain('reconcileNow by mmctl (unknown user)');
   });
 
   it('names the fields an update changed', () => {
-    const rounds = roundsOf('r1', recorded('caddy-update-resync-outage-delete.json'));
+    const rounds = roundsOf('r1', recorded('caddy-update-resync-outage-delete-before-read-and-apply.json'));
     expect(rounds.flatMap((r) => r.changes)).toEqual([
       'finalizer added',
       'Deployment created',
@@ -89,8 +91,35 @@ describe('rounds read back from a recorded history', () => {
     expect(rounds.at(-1)).toMatchObject({ phaseBefore: 'Ready', phaseAfter: 'Deleting' });
   });
 
+  it('reads a round whose read step applied the children too (readAndApply), as it read the two steps', () => {
+    const plain = roundsOf('r1', recorded('no-gateway-update-drift-delete.json'));
+    expect(plain[0]).toMatchObject({
+      changes: ['Deployment created', 'Service created'],
+      phaseAfter: 'Deploying',
+      readiness: '0 of 2 ready, rollout starting',
+      errors: [],
+    });
+    expect(plain[1]).toMatchObject({
+      phaseBefore: 'Deploying',
+      phaseAfter: 'Ready',
+      readiness: '2 of 2 ready, 2 updated',
+    });
+    expect(plain.at(-1)).toMatchObject({ gone: true });
+    const published = roundsOf('r1', recorded('caddy-update-resync-outage-delete.json'));
+    expect(published.flatMap((r) => r.changes)).toEqual([
+      'finalizer added',
+      'Deployment created',
+      'Service created',
+      'route /models/hist/published published',
+      'Deployment updated: image registry.example.com/models/classifier:v1 → registry.example.com/models/classifier:v2',
+    ]);
+    // The first round adds the finalizer, so its read step only reads and the apply is a step of its own.
+    expect(published[0]!.steps).toHaveLength(4);
+    expect(published[2]!.steps).toHaveLength(2);
+  });
+
   it('renders rounds for people', () => {
-    const rounds = roundsOf('r1', recorded('no-gateway-update-drift-delete.json')).slice(2, 3);
+    const rounds = roundsOf('r1', recorded('no-gateway-update-drift-delete-before-read-and-apply.json')).slice(2, 3);
     expect(renderHistory('hist/plain', rounds)).toMatch(
       /^hist\/plain: the last round, oldest first\n {2}2026-11-24 09:11:31Z, took \d+ms\n {4}trigger +MachineModel updated \(generation 2\)\n {4}changed +Deployment updated: image \S+ → \S+\n {4}phase +Ready → Deploying\n {4}saw +2 of 2 ready, rollout starting$/,
     );
