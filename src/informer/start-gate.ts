@@ -4,7 +4,14 @@
 // model's first task queues behind the rest, and the operator's writes crowd out the user's own
 // apply. A model waits here only until its turn; its requests coalesce meanwhile, and nothing is
 // dropped: the gate keeps no state the next start's list cannot rebuild.
-import { awaitsFirstRound, settled, startGateDefaults, type FirstRoundView } from '../core/first-round.js';
+import {
+  awaitsFirstRound,
+  settled,
+  startBound,
+  startGateDefaults,
+  type ArrivalBurst,
+  type FirstRoundView,
+} from '../core/first-round.js';
 import { modelKeyOf, type SignalRequest, type WatchedObject, type WatchEventType } from './event-filter.js';
 import { keyOf, merge } from './signaler.js';
 
@@ -13,6 +20,8 @@ export interface StartGateOptions {
   maxStarting: number;
   /** A started model that has not settled by then frees its place anyway. */
   holdLimitMs: number;
+  /** The smaller bound while a bulk apply is still arriving; none when absent. */
+  burst?: ArrivalBurst;
 }
 
 export class StartGate {
@@ -20,6 +29,8 @@ export class StartGate {
   private readonly waiting = new Map<string, SignalRequest | undefined>();
   /** Models let through, until they settle or their hold limit passes. */
   private readonly starting = new Map<string, number>();
+  /** When new models were first seen, within the burst's window (ascending). */
+  private readonly arrivals: number[] = [];
   private timer: NodeJS.Timeout | undefined;
   started = 0;
   /** Models that freed their place at the hold limit instead of settling. */
@@ -51,7 +62,10 @@ export class StartGate {
       return;
     }
     if (awaitsFirstRound(model)) {
-      if (!this.starting.has(key) && !this.waiting.has(key)) this.waiting.set(key, undefined);
+      if (!this.starting.has(key) && !this.waiting.has(key)) {
+        this.waiting.set(key, undefined);
+        this.arrived();
+      }
       return;
     }
     // Started by another replica, or being deleted: it need not wait.
@@ -76,6 +90,14 @@ export class StartGate {
     this.timer = undefined;
   }
 
+  private arrived(): void {
+    const { burst } = this.opts;
+    if (!burst) return;
+    const now = this.now();
+    while (this.arrivals.length > 0 && this.arrivals[0]! <= now - burst.windowMs) this.arrivals.shift();
+    this.arrivals.push(now);
+  }
+
   private pump(): void {
     const now = this.now();
     for (const [key, deadline] of this.starting)
@@ -83,23 +105,29 @@ export class StartGate {
         this.starting.delete(key);
         this.expired++;
       }
+    const { bound, until } = this.opts.burst
+      ? startBound(this.opts.maxStarting, this.opts.burst, this.arrivals, now)
+      : { bound: this.opts.maxStarting };
     for (const [key, held] of this.waiting) {
-      if (this.starting.size >= this.opts.maxStarting) break;
+      if (this.starting.size >= bound) break;
       if (!held) continue;
       this.waiting.delete(key);
       this.starting.set(key, now + this.opts.holdLimitMs);
       this.started++;
       this.forward(held);
     }
-    this.wakeAtNextDeadline();
+    this.wakeForNextPlace(bound, until);
   }
 
-  /** With models waiting and every place taken, the earliest hold limit frees one. */
-  private wakeAtNextDeadline(): void {
+  /**
+   * With models waiting and every place taken, a place frees at the earliest hold limit, or more
+   * places open when the burst's bound ends.
+   */
+  private wakeForNextPlace(bound: number, burstEnds: number | undefined): void {
     clearTimeout(this.timer);
     this.timer = undefined;
-    if (this.waiting.size === 0 || this.starting.size < this.opts.maxStarting) return;
-    const next = Math.min(...this.starting.values());
+    if (this.waiting.size === 0 || this.starting.size < bound) return;
+    const next = Math.min(...this.starting.values(), burstEnds ?? Infinity);
     this.timer = setTimeout(() => this.pump(), Math.max(0, next - this.now()));
     this.timer.unref();
   }

@@ -240,7 +240,8 @@ function operatorCommand(): Command {
       new Option(
         '--max-starting-models <n>',
         'new models whose workflows start at once; the others wait their turn until one is Ready or stalled ' +
-          `(or ${startGateDefaults.holdLimitMs / 1000} s have passed), so a large apply neither floods the worker nor crowds out the apiserver; 0: no bound`,
+          `(or ${startGateDefaults.holdLimitMs / 1000} s have passed), so a large apply neither floods the worker nor crowds out the apiserver; ` +
+          `${startGateDefaults.burst.maxStarting} while more than ${startGateDefaults.burst.arrivals} new models arrive within ${startGateDefaults.burst.windowMs / 1000} s; 0: no bound`,
       )
         .env('MMO_MAX_STARTING_MODELS')
         .argParser(wholeNumber('--max-starting-models', 0))

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { SignalRequest } from '../../src/informer/event-filter.js';
 import { StartGate } from '../../src/informer/start-gate.js';
-import { awaitsFirstRound, settled } from '../../src/core/first-round.js';
+import { awaitsFirstRound, settled, startBound, type ArrivalBurst } from '../../src/core/first-round.js';
 
 const req = (name: string, signal: SignalRequest['signal'] = 'reconcile', rv = '1'): SignalRequest => ({
   namespace: 'ns',
@@ -22,12 +22,12 @@ const named = (name: string, model: { metadata?: object; status?: object }) => (
 });
 
 /** A gate with a clock the test moves, and what it let through. */
-function gate(maxStarting: number, holdLimitMs = 60_000) {
+function gate(maxStarting: number, holdLimitMs = 60_000, burst?: ArrivalBurst) {
   let now = 0;
   const passed: string[] = [];
   const g = new StartGate(
     (r) => passed.push(`${r.name}:${r.signal}`),
-    { maxStarting, holdLimitMs },
+    { maxStarting, holdLimitMs, ...(burst ? { burst } : {}) },
     () => now,
   );
   /** A MachineModel watch event and the request the filter makes of it, as the informer hands them over. */
@@ -60,7 +60,60 @@ describe('first-round decisions', () => {
   });
 });
 
+describe('the bound while a bulk apply arrives', () => {
+  const burst: ArrivalBurst = { arrivals: 3, windowMs: 1_000, maxStarting: 2 };
+
+  it('stays the full bound for a few new models, or arrivals that left the window', () => {
+    expect(startBound(10, burst, [0, 10, 20], 30)).toEqual({ bound: 10 });
+    expect(startBound(10, burst, [0, 10, 20, 30, 40], 1_500)).toEqual({ bound: 10 });
+  });
+
+  it("is the burst's while more arrived within the window, until enough of them leave it", () => {
+    // Five within the window: once the second (t=10) leaves it, three remain.
+    expect(startBound(10, burst, [0, 10, 20, 30, 40], 50)).toEqual({ bound: 2, until: 1_010 });
+    expect(startBound(10, burst, [0, 10, 20, 30, 40], 1_005)).toEqual({ bound: 2, until: 1_010 });
+  });
+
+  it('never raises a smaller full bound', () => {
+    expect(startBound(1, burst, [0, 10, 20, 30, 40], 50)).toEqual({ bound: 1 });
+  });
+});
+
 describe('StartGate', () => {
+  it('starts a few at a time while a bulk apply arrives, and up to the full bound once it stops', async () => {
+    const { g, passed, seen, advance } = gate(10, 60_000, { arrivals: 3, windowMs: 1_000, maxStarting: 2 });
+    for (const name of ['a', 'b', 'c']) seen(name, fresh);
+    expect(passed).toHaveLength(3);
+    for (const name of ['d', 'e', 'f', 'g', 'h']) seen(name, fresh);
+    expect(passed).toHaveLength(3);
+    seen('a', reconciling('False'), 'updated', false);
+    seen('b', reconciling('False'), 'updated', false);
+    // Two places freed, but with 8 arrivals in the window only 2 may be starting: c and one more.
+    expect(passed).toEqual(['a:reconcile', 'b:reconcile', 'c:reconcile', 'd:reconcile']);
+    advance(1_000);
+    seen('i', fresh, 'added', false);
+    // The burst is over (one arrival in the window): the rest go, up to the full bound.
+    g.offer(req('i'));
+    expect(passed).toHaveLength(9);
+    g.stop();
+  });
+
+  it('wakes itself when the burst ends', async () => {
+    const g = new StartGate(() => undefined, {
+      maxStarting: 10,
+      holdLimitMs: 60_000,
+      burst: { arrivals: 1, windowMs: 30, maxStarting: 1 },
+    });
+    for (const name of ['a', 'b', 'c']) {
+      g.observe('added', named(name, fresh));
+      g.offer(req(name));
+    }
+    expect(g.started).toBe(1);
+    await new Promise((r) => setTimeout(r, 80));
+    expect(g.started).toBe(3);
+    g.stop();
+  });
+
   it('lets through at most maxStarting new models, and the next as one settles', () => {
     const { passed, seen } = gate(2);
     for (const name of ['a', 'b', 'c', 'd']) seen(name, fresh);
