@@ -68,6 +68,8 @@ const stateDir = path.join(cacheRoot, 'stack-bench');
 const resultsDir = fileURLToPath(new URL('./results', import.meta.url));
 const log = (line: string) => console.error(line);
 
+const round2 = (x: number) => Math.round(x * 100) / 100;
+
 function ratio(a: number | undefined, b: number | undefined): string {
   return a !== undefined && b ? `${(a / b).toFixed(2)}×` : '–';
 }
@@ -79,6 +81,11 @@ function table(results: Partial<Record<ContenderName, ContenderResult>>): string
     ['not converged when the run gave up', (r) => r.notConverged],
     ['all Deployments exist (s)', (r) => r.allDeploymentsSeconds],
     ['the kubectl apply itself (s)', (r) => r.applySeconds],
+    ['the same apply with no controller running (s)', (r) => r.applyAloneSeconds],
+    [
+      '  the apply, slowed by the controller (×)',
+      (r) => r.applySeconds && r.applyAloneSeconds && round2(r.applySeconds / r.applyAloneSeconds),
+    ],
     ['machine CPU (s)', (r) => r.machineCpuSeconds],
     ['controller CPU (s)', (r) => r.cpuSeconds.operator ?? r.cpuSeconds.peer],
     ['Temporal CPU (s)', (r) => r.cpuSeconds.temporal],

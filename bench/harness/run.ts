@@ -32,6 +32,11 @@ export interface ContenderResult {
   notConverged?: number;
   /** How long the user's one `kubectl apply` of the N objects took, with the contender running. */
   applySeconds?: number;
+  /**
+   * The same apply into a namespace of its own before the controller started (peer and operator:
+   * their custom resources, which nothing acts on then), so the slowdown compares within one run.
+   */
+  applyAloneSeconds?: number;
   /** kubectl apply → every Deployment exists. */
   allDeploymentsSeconds: number;
   /** How long after its Deployment became available each object reported it (not for the floor). */
@@ -369,6 +374,24 @@ async function atRest(
   };
 }
 
+/**
+ * The contender's objects applied with nothing acting on them, into a namespace that is deleted
+ * (and gone) before the controller starts: the user's apply as it is without the controller.
+ */
+function applyAlone(stack: StackInfo, contender: (typeof contenders)[ContenderName], n: number): number {
+  const namespace = `bench-alone-${randomUUID().slice(0, 6)}`;
+  kubectlRun(stack, ['create', 'namespace', namespace]);
+  const applying = performance.now();
+  kubectlRun(
+    stack,
+    ['apply', '--server-side', '-f', '-'],
+    JSON.stringify({ apiVersion: 'v1', kind: 'List', items: contender.objects(namespace, n) }),
+  );
+  const seconds = round((performance.now() - applying) / 1000);
+  kubectlRun(stack, ['delete', 'namespace', namespace, '--wait=true', '--timeout=30m']);
+  return seconds;
+}
+
 export async function runContender(
   stack: StackInfo,
   name: ContenderName,
@@ -380,6 +403,7 @@ export async function runContender(
   const contender = contenders[name];
   contender.install?.(stack);
   const namespace = `bench-${name}-${randomUUID().slice(0, 6)}`;
+  const applyAloneSeconds = contender.start ? applyAlone(stack, contender, n) : undefined;
   kubectlRun(stack, ['create', 'namespace', namespace]);
   const process = await contender.start?.(stack, namespace, options, log);
   const pidOf = (component: string) => stack.processes.find((p) => p.name === component)?.pid;
@@ -430,6 +454,7 @@ export async function runContender(
     convergedSeconds,
     ...(gaveUp ? { notConverged } : {}),
     applySeconds,
+    ...(applyAloneSeconds !== undefined ? { applyAloneSeconds } : {}),
     allDeploymentsSeconds,
     ...(lags.length
       ? { readyLagMs: { p50: Math.round(quantile(lags, 0.5)), p99: Math.round(quantile(lags, 0.99)) } }

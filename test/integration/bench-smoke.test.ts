@@ -41,6 +41,7 @@ describe('the benchmark harness (bench:converge) on 10 objects', () => {
       expect(r.atRest?.machineCpuSecondsPerMinute).toBeGreaterThan(0);
       expect(r.atRest?.rssMiB.etcd).toBeGreaterThan(0);
       if (name !== 'floor') {
+        expect(r.applyAloneSeconds).toBeGreaterThan(0);
         expect(r.cpuSeconds[name]).toBeGreaterThanOrEqual(0);
         expect(r.peakRssMiB[name]).toBeGreaterThan(0);
         expect(r.readyLagMs?.p50).toEqual(expect.any(Number));
