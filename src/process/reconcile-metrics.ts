@@ -21,6 +21,11 @@ function resultOf(err: unknown): AttemptResult {
   return err instanceof ApplicationFailure && err.nonRetryable ? 'terminal' : 'retryable';
 }
 
+/** A step may hand a terminal failure back in its result (readAndApply's `refused`): it counts as one. */
+function resultOfValue(value: unknown): AttemptResult {
+  return typeof value === 'object' && value !== null && (value as { refused?: unknown }).refused ? 'terminal' : 'ok';
+}
+
 export class ReconcileMetrics {
   private readonly rounds: Counter<'result'>;
   private readonly roundSeconds: Histogram<'result'>;
@@ -48,7 +53,7 @@ export class ReconcileMetrics {
     });
     this.attempts = new Counter({
       name: 'machinemodel_operator_activity_attempts_total',
-      help: 'Activity attempts run by this worker, by activity type, local or not, and result (ok, retryable, terminal)',
+      help: 'Activity attempts run by this worker, by activity type, local or not, and result (ok, retryable, terminal; a refusal a step returns counts as terminal)',
       labelNames: ['activity', 'local', 'result'],
       registers,
     });
@@ -120,7 +125,7 @@ export class ReconcileMetrics {
           };
           try {
             const value = await next(input);
-            count('ok');
+            count(resultOfValue(value));
             return value;
           } catch (err) {
             count(resultOf(err));

@@ -79,11 +79,11 @@ describe('the Temporal Web UI, in a real browser', () => {
       `${stack.temporalUiUrl}/namespaces/${stack.temporalNamespace}/workflows/${encodeURIComponent(workflowIdFor(ns, 'visible'))}`,
     );
     // Kubernetes steps are local activities: the timeline names them by type, the event history
-    // lists each as "Local Activity" with its summary.
+    // lists each as "Local Activity" with its summary. A round that only applies reads and applies in
+    // one step; its status step says what changed.
     await page.getByText('Event History').first().click();
     for (const step of [
-      `read MachineModel ${ns}/visible`,
-      `apply ${v2}, 1 replica`,
+      `read MachineModel ${ns}/visible; apply its children if that is all it needs`,
       `status Ready → Deploying · 1 of 1 ready, rollout starting · Deployment updated: image registry.example.com/models/classifier:v1 → ${v2}`,
       'status Deploying → Ready · 1 of 1 ready, 1 updated',
     ]) {

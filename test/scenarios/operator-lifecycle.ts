@@ -439,7 +439,7 @@ export function operatorLifecycle(stack: StackInfo): void {
       const readyDurations = 'machinemodel_operator_reconcile_round_duration_seconds_count{result="ready"}';
       const reads = 'machinemodel_operator_activity_attempts_total{activity="readAndApply",local="true",result="ok"}';
       k.apply(machineModel(ns, 'counted'));
-      // A name someone else's Deployment holds: a Failed round, a terminal applyChildren.
+      // A name someone else's Deployment holds: a Failed round, an apply refused for good (terminal).
       k.kubectl('-n', ns, 'create', 'deployment', 'counted-taken', '--image=registry.example.com/other:1');
       k.apply(machineModel(ns, 'counted-taken'));
       await readyModel('counted');
@@ -456,7 +456,7 @@ export function operatorLifecycle(stack: StackInfo): void {
       expect(
         await operatorMetric(
           metricsPort,
-          'machinemodel_operator_activity_attempts_total{activity="applyChildren",local="true",result="terminal"}',
+          'machinemodel_operator_activity_attempts_total{activity="readAndApply",local="true",result="terminal"}',
         ),
       ).toBeGreaterThan(0);
 

@@ -13,7 +13,8 @@ import { registerSearchAttributes } from './temporal.js';
 export interface WorkflowTestEnv {
   env: TestWorkflowEnvironment;
   /** Runs `fn` while a worker with the cluster's activities polls a task queue of its own. */
-  withWorker(cluster: FakeCluster, fn: (taskQueue: string) => Promise<void>): Promise<void>;
+  /** Runs `fn` with a worker on a task queue of its own; `metrics` is the registry its metrics land in. */
+  withWorker(cluster: FakeCluster, fn: (taskQueue: string, metrics: Registry) => Promise<void>): Promise<void>;
 }
 
 /** One environment for the test file: created before its tests, torn down after them. */
@@ -46,15 +47,18 @@ async function workflowTestEnv(): Promise<WorkflowTestEnv & { teardown(): Promis
     env,
     async withWorker(cluster, fn) {
       const taskQueue = `wf-${randomUUID()}`;
+      const registry = new Registry();
+      const metrics = new ReconcileMetrics(registry);
       const worker = await Worker.create({
         connection: env.nativeConnection,
         taskQueue,
         workflowBundle,
         activities: cluster.activities(),
-        // The workflow reports its rounds to this sink, as to the operator's.
-        sinks: new ReconcileMetrics(new Registry()).sinks(),
+        // The workflow reports its rounds to this sink and its steps to this interceptor, as the operator's.
+        sinks: metrics.sinks(),
+        interceptors: { activity: [metrics.activityInterceptor()] },
       });
-      await worker.runUntil(fn(taskQueue));
+      await worker.runUntil(fn(taskQueue, registry));
     },
     teardown: () => env.teardown(),
   };

@@ -437,13 +437,19 @@ describe('machineModelWorkflow', () => {
       'Deployment default/m exists and is not owned by this MachineModel',
       'NotOwned',
     );
-    await wf.withWorker(cluster, async (tq) => {
+    await wf.withWorker(cluster, async (tq, metrics) => {
       const handle = await start(tq);
       await eventually('Failed', () => cluster.status?.phase === 'Failed');
       const ready = cluster.status?.conditions?.find((c) => c.type === 'Ready');
       expect(ready?.reason).toBe('NotOwned');
       expect(ready?.message).toContain('not owned by this MachineModel');
       expect(cluster.calls.applyChildren).toBe(1);
+      // The apply refused inside the read step counts as a terminal attempt of that step.
+      const attempts = await metrics.getSingleMetric('machinemodel_operator_activity_attempts_total')!.get();
+      expect(attempts.values).toContainEqual({
+        labels: { activity: 'readAndApply', local: 'true', result: 'terminal' },
+        value: 1,
+      });
       await handle.terminate();
     });
   });
