@@ -378,18 +378,23 @@ async function atRest(
  * The contender's objects applied with nothing acting on them, into a namespace that is deleted
  * (and gone) before the controller starts: the user's apply as it is without the controller.
  */
-function applyAlone(stack: StackInfo, contender: (typeof contenders)[ContenderName], n: number): number {
+function applyAlone(stack: StackInfo, contender: Contender, n: number): number {
   const namespace = `bench-alone-${randomUUID().slice(0, 6)}`;
   kubectlRun(stack, ['create', 'namespace', namespace]);
+  const seconds = timedApply(stack, contender, namespace, n);
+  kubectlRun(stack, ['delete', 'namespace', namespace, '--wait=true', '--timeout=30m']);
+  return seconds;
+}
+
+/** The user's one `kubectl apply` of the contender's N objects into `namespace`, in seconds. */
+function timedApply(stack: StackInfo, contender: Contender, namespace: string, n: number): number {
   const applying = performance.now();
   kubectlRun(
     stack,
     ['apply', '--server-side', '-f', '-'],
     JSON.stringify({ apiVersion: 'v1', kind: 'List', items: contender.objects(namespace, n) }),
   );
-  const seconds = round((performance.now() - applying) / 1000);
-  kubectlRun(stack, ['delete', 'namespace', namespace, '--wait=true', '--timeout=30m']);
-  return seconds;
+  return round((performance.now() - applying) / 1000);
 }
 
 export async function runContender(
@@ -424,13 +429,7 @@ export async function runContender(
   const timeline = new Timeline(kc, namespace, contender.own);
   await timeline.start();
   timeline.begin();
-  const applying = performance.now();
-  kubectlRun(
-    stack,
-    ['apply', '--server-side', '-f', '-'],
-    JSON.stringify({ apiVersion: 'v1', kind: 'List', items: contender.objects(namespace, n) }),
-  );
-  const applySeconds = round((performance.now() - applying) / 1000);
+  const applySeconds = timedApply(stack, contender, namespace, n);
   log(`${name}: ${n} objects applied in ${namespace}`);
   // A contender that cannot keep up is a result too: how far it got, and the run goes on to the next.
   const gaveUp = await until(`${name}: ${n} converged`, () => timeline.done.size >= n, timeoutMs).then(

@@ -62,17 +62,11 @@ describe('rounds read back from a recorded history', () => {
     expect(deletion.changes).toEqual([]);
   });
 
-  it('says why a round failed once, from the apply its read step was refused', () => {
-    const [first] = roundsOf('r1', recorded('deployment-not-owned.json'));
-    expect(first!.phaseAfter).toBe('Failed');
-    expect(first!.errors).toEqual([
-      'applyChildren: Deployment hist/taken exists and is not owned by this MachineModel; ' +
-        'delete or rename it, or give the MachineModel another name',
-    ]);
-  });
-
-  it('says why a round failed once, from the failed step', () => {
-    const [first] = roundsOf('r1', recorded('deployment-not-owned-before-read-and-apply.json'));
+  it.each([
+    ['the apply its read step was refused', 'deployment-not-owned.json'],
+    ['the failed step', 'deployment-not-owned-before-read-and-apply.json'],
+  ])('says why a round failed once, from %s', (_, file) => {
+    const [first] = roundsOf('r1', recorded(file));
     expect(first!.phaseAfter).toBe('Failed');
     expect(first!.errors).toEqual([
       'applyChildren: Deployment hist/taken exists and is not owned by this MachineModel; ' +
