@@ -18,12 +18,13 @@ import { writeStatusActivity } from './write-status.js';
 export function createActivities(deps: ActivityDeps) {
   const readModel = readModelActivity(deps);
   const applyChildren = applyChildrenActivity(deps);
+  const writeStatus = writeStatusActivity(deps);
   return {
     readModel,
-    readAndApply: readAndApplyActivity({ readModel, applyChildren }),
+    readAndApply: readAndApplyActivity({ readModel, applyChildren, writeStatus }),
     ensureFinalizer: ensureFinalizerActivity(deps),
     applyChildren,
-    writeStatus: writeStatusActivity(deps),
+    writeStatus,
     removeFinalizer: removeFinalizerActivity(deps),
     recordModelEvent: recordEventActivity(deps),
     registerRoute: registerRouteActivity(deps),
@@ -41,7 +42,7 @@ export function createActivities(deps: ActivityDeps) {
 export type Activities = ReturnType<typeof createActivities>;
 export type { ActivityDeps } from './deps.js';
 export type { ModelSnapshot } from './read-model.js';
-export type { ReadAndApplyInput, ReadAndApplyResult } from './read-and-apply.js';
+export type { ReadAndApplyInput, ReadAndApplyResult, ReportContext } from './read-and-apply.js';
 export type { ApplyOptions, ApplyResult } from './apply-children.js';
 export type { WriteStatusInput, WriteStatusResult } from './write-status.js';
 export type { RegisterResult } from './publication.js';

@@ -34,11 +34,11 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { ModelSnapshot, ReadAndApplyResult, WriteStatusInput } from '../activities/index.js';
+import type { ModelSnapshot, ReadAndApplyResult, ReportContext, WriteStatusInput } from '../activities/index.js';
 import type { ModelRef, Phase } from '../src/core/api.js';
 import { errorPolicy, requeueSeconds, type FailureType, type StepFailure } from '../src/core/failures.js';
 import { lifecycleOf } from '../src/core/lifecycle.js';
-import { decideProgress } from '../src/core/progress.js';
+import { decideProgress, progressOnSight } from '../src/core/progress.js';
 import { defaultWorkflowConfig, jitteredSeconds, type WorkflowConfig } from '../src/core/reconcile-timing.js';
 import { roundResultOf } from '../src/core/round-result.js';
 import { isReady, phaseOf, type Verdict } from '../src/core/status.js';
@@ -67,6 +67,7 @@ import { failureOf, localFirst as kubeStep } from './steps.js';
 const invalidSpec: FailureType = 'InvalidSpec';
 const runAgeBound: PatchId = 'run-age-bound';
 const readAndApplyPatch: PatchId = 'read-and-apply';
+const reportWithApplyPatch: PatchId = 'report-with-apply';
 /** A run's longest life: half the day docs/workflow-versioning.md asks between releases. */
 const maxRunSeconds = 12 * 3600;
 
@@ -212,13 +213,8 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
     });
 
     state.echoes = [];
-    const promoted = rollouts.promoted();
     const looked: ReadAndApplyResult = patched(readAndApplyPatch)
-      ? await kubeStep('readAndApply', `read MachineModel ${label}; apply its children if that is all it needs`, {
-          key,
-          followedUid: state.uid,
-          ...(promoted ? { promoted } : {}),
-        })
+      ? await readAndApply()
       : { model: await kubeStep('readModel', `read MachineModel ${label}`, key) };
     const { model } = looked;
     const previous = state.uid ? { ...key, uid: state.uid } : undefined;
@@ -235,23 +231,52 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
       : apply(model!, lifecycle.addFinalizer, outcome, looked);
   }
 
+  /**
+   * The round's first step: it reads the object, applies its children when that is all the round can
+   * do, and writes the status too when nothing lies between (no rollout followed here; the activity
+   * judges the rest). Its result says how far it went; the round takes the remaining steps itself.
+   */
+  function readAndApply(): Promise<ReadAndApplyResult> {
+    const promoted = rollouts.promoted();
+    const report: ReportContext | undefined =
+      !state.rollout && patched(reportWithApplyPatch)
+        ? {
+            followed: {
+              uid: state.uid,
+              lastGeneration: state.lastGeneration,
+              progressStartedAt: state.progressStartedAt,
+              notReadyChecks: state.notReadyChecks,
+            },
+            ...(state.phase ? { phase: state.phase } : {}),
+            now: Date.now(),
+            config: cfg,
+          }
+        : undefined;
+    const summary = report
+      ? `read MachineModel ${label}; apply its children and write its status if that is all it needs`
+      : `read MachineModel ${label}; apply its children if that is all it needs`;
+    return kubeStep('readAndApply', summary, {
+      key,
+      followedUid: state.uid,
+      ...(promoted ? { promoted } : {}),
+      ...(report ? { report } : {}),
+    });
+  }
+
   /** First sight, a new object of the same name, or a new generation: progress starts over. */
   async function observeIdentity(model: ModelSnapshot, previous: ModelRef | undefined) {
     const { ref, generation } = model;
+    const progress = progressOnSight(state, { uid: ref.uid, generation });
     if (state.uid !== ref.uid) {
       // The previous object's route is removed by its own uid, so the new object's is never touched.
       if (previous) await gateway.forget(previous);
       state.uid = ref.uid;
-      state.progressStartedAt = undefined;
-      state.notReadyChecks = 0;
       // The informer starts a run with the uid it saw as memo: an event less when it is still the one.
       if (workflowInfo().memo?.uid !== ref.uid) upsertMemo({ uid: ref.uid });
     }
-    if (state.lastGeneration !== generation) {
-      state.lastGeneration = generation;
-      state.progressStartedAt = undefined;
-      state.notReadyChecks = 0;
-    }
+    state.lastGeneration = generation;
+    state.progressStartedAt = progress.progressStartedAt;
+    state.notReadyChecks = progress.notReadyChecks;
   }
 
   type Outcome = (fields: Partial<Omit<Round, 'nextCheckSeconds'>>, next?: number) => Round;
@@ -327,10 +352,15 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
       changes.push(...applied.changes);
       state.echoes.push(...applied.written);
       const { readiness } = applied;
-      const decision = decideProgress(state, isReady(readiness), Date.now(), cfg);
+      const { reported } = looked;
+      const decision = reported?.progress ?? decideProgress(state, isReady(readiness), Date.now(), cfg);
       state.progressStartedAt = decision.progressStartedAt;
       state.notReadyChecks = decision.notReadyChecks;
       seen.readiness = readinessSummary(readiness);
+      if (reported) {
+        setPhase(reported.status.phase);
+        return outcome({ changes, conditions: reported.status.conditions }, decision.nextCheckSeconds);
+      }
       const route = decision.verdict.kind === 'ready' ? await gateway.publish(model) : undefined;
       if (route) changes.push(...route.changes);
       // Only a model that has or had a rollout (or a canary left to remove) takes a step more.

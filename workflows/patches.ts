@@ -60,6 +60,13 @@ export const patches = {
     addedIn: '0.2.0',
     stage: 'patched',
   },
+  'report-with-apply': {
+    workflow: 'machineModelWorkflow',
+    guards:
+      'readAndApply writes the status too when nothing lies between the apply and the status (no route to publish, no rollout)',
+    addedIn: '0.2.0',
+    stage: 'patched',
+  },
 } as const satisfies Record<string, PatchRecord>;
 
 export type PatchId = keyof typeof patches;

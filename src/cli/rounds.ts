@@ -105,7 +105,7 @@ function failureLine(f: temporal.api.failure.v1.IFailure | null | undefined): st
   return cause?.message || f?.message || 'failed';
 }
 
-/** The steps that begin a round: each reads the object (`readAndApply` applies its children too). */
+/** The steps that begin a round: each reads the object (`readAndApply` may apply its children and write the status too). */
 const readSteps = new Set(['readModel', 'readAndApply']);
 
 /**
@@ -154,15 +154,21 @@ export function roundsOf(runId: string, events: HistoryEvent[]): RoundRecord[] {
   };
   const noteResult = (round: RoundRecord, type: string, result: unknown): void => {
     if (type === 'readAndApply') {
-      const { model, applied, refused } = (result ?? {}) as {
+      const { model, applied, refused, reported } = (result ?? {}) as {
         model?: unknown;
         applied?: unknown;
         refused?: { message?: string };
+        reported?: { status?: unknown; summary?: string };
       };
       noteResult(round, 'readModel', model ?? null);
       if (applied) noteResult(round, 'applyChildren', applied);
       // Read as a failed applyChildren step would be.
       if (refused) round.errors.push(`applyChildren: ${refused.message ?? 'refused'}`);
+      // Read as the status step would be, whose summary it carries.
+      if (reported) {
+        if (reported.summary) round.steps.push(reported.summary);
+        noteResult(round, 'writeStatus', reported.status);
+      }
       return;
     }
     if (type === 'readModel' && result === null) round.gone = true;

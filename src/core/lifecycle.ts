@@ -47,3 +47,18 @@ export function appliesWithRead(
   const lifecycle = lifecycleOf(model, model.gatewayConfigured !== false);
   return lifecycle.step === 'apply' && !lifecycle.addFinalizer;
 }
+
+/**
+ * Whether the step that read the object and applied its children may write its status too: a round
+ * with nothing between the apply and the status, that is no gateway to publish on (or no route yet
+ * for a model not ready), and no rollout to follow. One step for the round is two activations less.
+ */
+export function reportsWithApply(
+  model: { gatewayConfigured?: boolean; spec: { rollout?: unknown } },
+  applied: { canary?: boolean; rollout?: unknown },
+  verdict: { kind: string },
+  followsRollout: boolean,
+): boolean {
+  const publishes = model.gatewayConfigured !== false && verdict.kind === 'ready';
+  return !publishes && !model.spec.rollout && !applied.canary && !applied.rollout && !followsRollout;
+}

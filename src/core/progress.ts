@@ -50,3 +50,18 @@ export function decideProgress(
     nextCheckSeconds: Math.min(backoff, untilDeadline),
   };
 }
+
+/** What the workflow carries of the object it follows and of that object's rollout. */
+export interface FollowedProgress extends ProgressState {
+  uid?: string;
+  lastGeneration?: number;
+}
+
+/**
+ * The rollout progress a round starts from once it has read the object: its own for the object and
+ * generation the workflow followed, from nothing for a new object of the name or a new generation.
+ */
+export function progressOnSight(followed: FollowedProgress, seen: { uid: string; generation: number }): ProgressState {
+  if (followed.uid !== seen.uid || followed.lastGeneration !== seen.generation) return { notReadyChecks: 0 };
+  return { progressStartedAt: followed.progressStartedAt, notReadyChecks: followed.notReadyChecks };
+}

@@ -38,6 +38,8 @@ export class FakeCluster {
   applyFailure: ApplicationFailure | undefined;
   /** How many of the next applyChildren calls fail with a retryable (Transient) failure. */
   applyTransientFailures = 0;
+  /** How many of the next writeStatus calls fail with a retryable (Transient) failure. */
+  statusTransientFailures = 0;
   /** Makes applyChildren take real time, so signals can arrive while a round runs. */
   applyDelayMs = 0;
   /** What applyChildren says it wrote ("Kind/resourceVersion"). */
@@ -130,6 +132,10 @@ export class FakeCluster {
       },
       writeStatus: async (_ref, input) => {
         this.count('writeStatus');
+        if (this.statusTransientFailures > 0) {
+          this.statusTransientFailures--;
+          throw ApplicationFailure.retryable('the apiserver answered 503', 'Transient');
+        }
         this.verdicts.push(input.verdict.kind);
         this.status = computeStatus(this.status, { ...input, now: new Date().toISOString() });
         return { phase: this.status.phase, conditions: this.status.conditions ?? [], changed: true };
@@ -216,7 +222,7 @@ export class FakeCluster {
         return { removed };
       },
     };
-    // The real composition of the two steps, over the fakes.
+    // The real composition of the steps, over the fakes.
     return { ...activities, readAndApply: readAndApplyActivity(activities) };
   }
 }

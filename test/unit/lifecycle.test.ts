@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { appliesWithRead, lifecycleOf } from '../../src/core/lifecycle.js';
+import { appliesWithRead, lifecycleOf, reportsWithApply } from '../../src/core/lifecycle.js';
+import { progressOnSight } from '../../src/core/progress.js';
 
 describe('the finalizer state table', () => {
   it.each([
@@ -55,5 +56,43 @@ describe('whether the read step applies the children too', () => {
     ['a new object of the followed name', live, 'u0', false],
   ] as const)('%s', (_, model, followedUid, expected) => {
     expect(appliesWithRead(model && { ...model, specErrors: [...model.specErrors] }, followedUid)).toBe(expected);
+  });
+});
+
+describe('whether the read step writes the status too', () => {
+  const plain = { gatewayConfigured: false, spec: {} };
+  const published = { gatewayConfigured: true, spec: {} };
+  const ready = { kind: 'ready' };
+  const progressing = { kind: 'progressing' };
+  it.each([
+    ['no gateway, ready', plain, {}, ready, false, true],
+    ['no gateway, progressing', plain, {}, progressing, false, true],
+    ['a gateway, not ready: no route to publish yet', published, {}, progressing, false, true],
+    ['a gateway, ready: the route comes between', published, {}, ready, false, false],
+    ['results recorded before the field: a gateway', { spec: {} }, {}, ready, false, false],
+    ['a rollout in the spec', { ...plain, spec: { rollout: { strategy: 'Canary' } } }, {}, ready, false, false],
+    ['a canary left to remove', plain, { canary: true }, ready, false, false],
+    ['a rollout the workflow follows', plain, {}, ready, true, false],
+  ] as const)('%s', (_, model, applied, verdict, followsRollout, expected) => {
+    expect(reportsWithApply(model, applied, verdict, followsRollout)).toBe(expected);
+  });
+});
+
+describe('the progress a round starts from', () => {
+  const followed = { uid: 'u1', lastGeneration: 2, progressStartedAt: 1000, notReadyChecks: 3 };
+  it.each([
+    [
+      'the followed object and generation: its own',
+      { uid: 'u1', generation: 2 },
+      { progressStartedAt: 1000, notReadyChecks: 3 },
+    ],
+    ['a new generation: from nothing', { uid: 'u1', generation: 3 }, { notReadyChecks: 0 }],
+    ['a new object of the name: from nothing', { uid: 'u2', generation: 2 }, { notReadyChecks: 0 }],
+  ] as const)('%s', (_, seen, expected) => {
+    expect(progressOnSight(followed, seen)).toEqual(expected);
+  });
+
+  it('starts from nothing at first sight', () => {
+    expect(progressOnSight({ notReadyChecks: 0 }, { uid: 'u1', generation: 1 })).toEqual({ notReadyChecks: 0 });
   });
 });

@@ -62,9 +62,12 @@ describe('machineModelWorkflow', () => {
       expect(cluster.finalizers).toEqual([finalizerName]);
       expect(cluster.calls.registerRoute).toBe(1);
       const { events } = await handle.fetchHistory();
-      // A model without a rollout takes one guarded path, the round's read (canary-rollouts is evaluated
-      // only for a rollout): one marker for the run.
-      expect(patchMarkersOf({ events: (events ?? []) as RecordedHistory['events'] })).toEqual(['read-and-apply']);
+      // A model without a rollout takes the guarded paths of the round's first step (canary-rollouts is
+      // evaluated only for a rollout): one marker each for the run.
+      expect(patchMarkersOf({ events: (events ?? []) as RecordedHistory['events'] })).toEqual([
+        'read-and-apply',
+        'report-with-apply',
+      ]);
       expect((events ?? []).filter((e) => e.workflowPropertiesModifiedEventAttributes)).toEqual([]);
       expect((await handle.describe()).memo).toEqual({ uid: 'uid-1' });
       await handle.terminate();
@@ -236,6 +239,7 @@ describe('machineModelWorkflow', () => {
       const { events } = await first.fetchHistory();
       expect(patchMarkersOf({ events: (events ?? []) as RecordedHistory['events'] })).toEqual([
         'read-and-apply',
+        'report-with-apply',
         'run-age-bound',
       ]);
       await latest.terminate();
@@ -299,6 +303,49 @@ describe('machineModelWorkflow', () => {
         'writeStatus',
       ]);
       expect(cluster.calls).toMatchObject({ readModel: 2, applyChildren: 2 });
+      await handle.terminate();
+    });
+  });
+
+  it('without a gateway, a round that only applies is one step: read, apply and status', async () => {
+    const cluster = new FakeCluster();
+    await wf.withWorker(cluster, async (tq) => {
+      const handle = await start(tq);
+      await eventually('the first round done', async () => (await handle.query(stateQuery)).phase === 'Deploying');
+      cluster.ready = true;
+      await handle.signal(reconcileSignal, { source: 'Deployment', event: 'updated', resourceVersion: '7' });
+      await eventually('the workflow to see Ready', async () => (await handle.query(stateQuery)).phase === 'Ready');
+      const { events } = await handle.fetchHistory();
+      expect(localActivitiesOf({ events: (events ?? []) as RecordedHistory['events'] })).toEqual([
+        'readAndApply',
+        'readAndApply',
+      ]);
+      expect(cluster.verdicts).toEqual(['progressing', 'ready']);
+      expect(cluster.status?.inferenceURL).toBe('http://m.default.svc.cluster.local:80');
+      // The round's record reads the status from the step's result, as it would from a status step.
+      const rounds = await roundsOfWorkflow(wf.env.client, handle.workflowId, 10);
+      expect(rounds.map((r) => [r.phaseBefore, r.phaseAfter])).toEqual([
+        [undefined, 'Deploying'],
+        ['Deploying', 'Ready'],
+      ]);
+      expect(rounds[1]?.steps).toContain('status Deploying → Ready · 1 of 1 ready, 1 updated');
+      await handle.terminate();
+    });
+  });
+
+  it('writes the status as a step of its own when the read step could not', async () => {
+    const cluster = new FakeCluster();
+    cluster.ready = true;
+    cluster.statusTransientFailures = 1;
+    await wf.withWorker(cluster, async (tq) => {
+      const handle = await start(tq);
+      await eventually('the workflow to see Ready', async () => (await handle.query(stateQuery)).phase === 'Ready');
+      const { events } = await handle.fetchHistory();
+      expect(localActivitiesOf({ events: (events ?? []) as RecordedHistory['events'] })).toEqual([
+        'readAndApply',
+        'writeStatus',
+      ]);
+      expect(cluster.calls.writeStatus).toBe(2);
       await handle.terminate();
     });
   });
