@@ -79,15 +79,19 @@ describe('the Temporal Web UI, in a real browser', () => {
       `${stack.temporalUiUrl}/namespaces/${stack.temporalNamespace}/workflows/${encodeURIComponent(workflowIdFor(ns, 'visible'))}`,
     );
     // Kubernetes steps are local activities: the timeline names them by type, the event history
-    // lists each as "Local Activity" with its summary. A round that only applies reads and applies in
-    // one step; its status step says what changed.
+    // lists each as "Local Activity" with its summary. Without a gateway a round that only applies
+    // reads, applies and writes the status in one step; opened, its result says what changed.
     await page.getByText('Event History').first().click();
-    for (const step of [
-      `read MachineModel ${ns}/visible; apply its children if that is all it needs`,
+    const step = page.getByText(
+      `read MachineModel ${ns}/visible; apply its children and write its status if that is all it needs`,
+    );
+    await step.first().waitFor({ timeout: 30_000 });
+    for (const row of await step.all()) await row.click();
+    for (const said of [
       `status Ready → Deploying · 1 of 1 ready, rollout starting · Deployment updated: image registry.example.com/models/classifier:v1 → ${v2}`,
       'status Deploying → Ready · 1 of 1 ready, 1 updated',
     ]) {
-      await page.getByText(step).first().waitFor({ timeout: 30_000 });
+      await page.getByText(said).first().waitFor({ timeout: 30_000 });
     }
     expect(await page.getByText('machineModelWorkflow').count()).toBeGreaterThan(0);
     await page.screenshot({ path: screenshot, fullPage: true });

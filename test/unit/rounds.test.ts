@@ -95,7 +95,7 @@ describe('rounds read back from a recorded history', () => {
   });
 
   it('reads a round whose read step applied the children too (readAndApply), as it read the two steps', () => {
-    const plain = roundsOf('r1', recorded('no-gateway-update-drift-delete.json'));
+    const plain = roundsOf('r1', recorded('no-gateway-update-drift-delete-before-report-with-apply.json'));
     expect(plain[0]).toMatchObject({
       changes: ['Deployment created', 'Service created'],
       phaseAfter: 'Deploying',
@@ -108,7 +108,7 @@ describe('rounds read back from a recorded history', () => {
       readiness: '2 of 2 ready, 2 updated',
     });
     expect(plain.at(-1)).toMatchObject({ gone: true });
-    const published = roundsOf('r1', recorded('caddy-update-resync-outage-delete.json'));
+    const published = roundsOf('r1', recorded('caddy-update-resync-outage-delete-before-report-with-apply.json'));
     expect(published.flatMap((r) => r.changes)).toEqual([
       'finalizer added',
       'Deployment created',
@@ -119,6 +119,35 @@ describe('rounds read back from a recorded history', () => {
     // The first round adds the finalizer, so its read step only reads and the apply is a step of its own.
     expect(published[0]!.steps).toHaveLength(4);
     expect(published[2]!.steps).toHaveLength(2);
+  });
+
+  it('reads a round whose read step wrote the status too, as it read the status step', () => {
+    const plain = roundsOf('r1', recorded('no-gateway-update-drift-delete.json'));
+    expect(plain.map((r) => [r.phaseBefore, r.phaseAfter])).toEqual([
+      [undefined, 'Deploying'],
+      ['Deploying', 'Ready'],
+      ['Ready', 'Deploying'],
+      ['Deploying', 'Ready'],
+      // The drift round restored the replicas; the model was deleted before its status write found it.
+      ['Ready', undefined],
+      ['Ready', undefined],
+    ]);
+    // Each round of a model without a gateway is one step, which carries the status step's summary.
+    expect(plain[2]!.steps).toEqual([
+      'read MachineModel hist/plain; apply its children and write its status if that is all it needs',
+      'status Ready → Deploying · 2 of 2 ready, rollout starting · Deployment updated: image registry.example.com/models/classifier:v1 → registry.example.com/models/classifier:v2',
+    ]);
+    const published = roundsOf('r1', recorded('caddy-update-resync-outage-delete.json'));
+    // On a gateway, the image update's round (not Ready, no route to publish) is one step too; a Ready
+    // round publishes between the apply and the status.
+    expect(published[2]).toMatchObject({ phaseBefore: 'Ready', phaseAfter: 'Deploying' });
+    expect(published[2]!.steps).toHaveLength(2);
+    expect(published[3]).toMatchObject({ phaseBefore: 'Deploying', phaseAfter: 'Ready' });
+    expect(published[3]!.steps).toEqual([
+      'read MachineModel hist/published; apply its children and write its status if that is all it needs',
+      'publish on the gateway',
+      'status Deploying → Ready · 1 of 1 ready, 1 updated',
+    ]);
   });
 
   it('renders rounds for people', () => {
