@@ -71,7 +71,7 @@ export function readAndApplyActivity(steps: Steps) {
       context.now,
       context.config,
     );
-    if (!reportsWithApply(model, applied, progress.verdict, false)) return undefined;
+    if (!reportsWithApply(model, applied, progress.verdict)) return undefined;
     const input: WriteStatusInput = {
       generation: model.generation,
       verdict: progress.verdict,

@@ -249,7 +249,11 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
             },
             ...(state.phase ? { phase: state.phase } : {}),
             now: Date.now(),
-            config: cfg,
+            config: {
+              progressDeadlineSeconds: cfg.progressDeadlineSeconds,
+              driftCheckSeconds: cfg.driftCheckSeconds,
+              readinessRecheckSeconds: cfg.readinessRecheckSeconds,
+            },
           }
         : undefined;
     const summary = report

@@ -51,14 +51,14 @@ export function appliesWithRead(
 /**
  * Whether the step that read the object and applied its children may write its status too: a round
  * with nothing between the apply and the status, that is no gateway to publish on (or no route yet
- * for a model not ready), and no rollout to follow. One step for the round is two activations less.
+ * for a model not ready) and no rollout (the workflow does not ask while it follows one). One step
+ * for the round is two activations less.
  */
 export function reportsWithApply(
   model: { gatewayConfigured?: boolean; spec: { rollout?: unknown } },
-  applied: { canary?: boolean; rollout?: unknown },
+  applied: { canary?: boolean },
   verdict: { kind: string },
-  followsRollout: boolean,
 ): boolean {
   const publishes = model.gatewayConfigured !== false && verdict.kind === 'ready';
-  return !publishes && !model.spec.rollout && !applied.canary && !applied.rollout && !followsRollout;
+  return !publishes && !model.spec.rollout && !applied.canary;
 }

@@ -65,16 +65,15 @@ describe('whether the read step writes the status too', () => {
   const ready = { kind: 'ready' };
   const progressing = { kind: 'progressing' };
   it.each([
-    ['no gateway, ready', plain, {}, ready, false, true],
-    ['no gateway, progressing', plain, {}, progressing, false, true],
-    ['a gateway, not ready: no route to publish yet', published, {}, progressing, false, true],
-    ['a gateway, ready: the route comes between', published, {}, ready, false, false],
-    ['results recorded before the field: a gateway', { spec: {} }, {}, ready, false, false],
-    ['a rollout in the spec', { ...plain, spec: { rollout: { strategy: 'Canary' } } }, {}, ready, false, false],
-    ['a canary left to remove', plain, { canary: true }, ready, false, false],
-    ['a rollout the workflow follows', plain, {}, ready, true, false],
-  ] as const)('%s', (_, model, applied, verdict, followsRollout, expected) => {
-    expect(reportsWithApply(model, applied, verdict, followsRollout)).toBe(expected);
+    ['no gateway, ready', plain, {}, ready, true],
+    ['no gateway, progressing', plain, {}, progressing, true],
+    ['a gateway, not ready: no route to publish yet', published, {}, progressing, true],
+    ['a gateway, ready: the route comes between', published, {}, ready, false],
+    ['results recorded before the field: a gateway', { spec: {} }, {}, ready, false],
+    ['a rollout in the spec', { ...plain, spec: { rollout: { strategy: 'Canary' } } }, {}, ready, false],
+    ['a canary left to remove', plain, { canary: true }, ready, false],
+  ] as const)('%s', (_, model, applied, verdict, expected) => {
+    expect(reportsWithApply(model, applied, verdict)).toBe(expected);
   });
 });
 
