@@ -76,10 +76,9 @@ export function fingerprint(kind: WatchedKind, obj: WatchedObject): string {
       ]);
     case 'Deployment': {
       const s = obj.status ?? {};
-      const conditions = (s.conditions ?? [])
-        .filter((c) => c.type === 'Available' || c.type === 'Progressing')
-        .map((c) => `${c.type}=${c.status}`)
-        .sort();
+      // What readiness reads (src/core/readiness.ts). Not Progressing: the operator keeps its own
+      // progress deadline, and the condition's first appearance on a new Deployment would cost a round.
+      const available = s.conditions?.find((c) => c.type === 'Available')?.status;
       return JSON.stringify([
         ...common,
         m.generation,
@@ -90,7 +89,7 @@ export function fingerprint(kind: WatchedKind, obj: WatchedObject): string {
         s.readyReplicas,
         s.availableReplicas,
         s.updatedReplicas,
-        conditions,
+        available,
       ]);
     }
     case 'HorizontalPodAutoscaler': {

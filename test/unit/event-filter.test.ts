@@ -88,6 +88,23 @@ describe('ChangeFilter', () => {
     expect(f.observe('Deployment', 'deleted', deployment(s))).toMatchObject({ signal: 'reconcile' });
   });
 
+  it("wakes nobody for a Deployment's Progressing condition alone: no round reads it", () => {
+    const f = new ChangeFilter();
+    f.observe('MachineModel', 'added', model());
+    f.observe('Deployment', 'added', deployment({}));
+    // The Deployment controller's first update of a new Deployment: its revision and Progressing.
+    const progressing = { type: 'Progressing', status: 'True', reason: 'NewReplicaSetCreated' };
+    expect(f.observe('Deployment', 'updated', deployment({ conditions: [progressing] }))).toBeUndefined();
+    // Its first status does: the rollout observed, not yet available.
+    const unavailable = { type: 'Available', status: 'False', reason: 'MinimumReplicasUnavailable' };
+    const observed = { observedGeneration: 1, conditions: [progressing, unavailable] };
+    expect(f.observe('Deployment', 'updated', deployment(observed))).toBeDefined();
+    const stalled = { ...progressing, status: 'False', reason: 'ProgressDeadlineExceeded' };
+    expect(
+      f.observe('Deployment', 'updated', deployment({ ...observed, conditions: [stalled, unavailable] })),
+    ).toBeUndefined();
+  });
+
   it('wakes nobody for the children of a model that does not exist (garbage collection after deletion)', () => {
     const f = new ChangeFilter();
     const s = { observedGeneration: 1, replicas: 1, readyReplicas: 1, updatedReplicas: 1, availableReplicas: 1 };
