@@ -23,15 +23,18 @@ import { Reachability, ReadyGate } from './process/ready-gate.js';
 import { Signaler } from './informer/signaler.js';
 import { lazyClient, untilTemporalAnswers, watchTemporal, workerConnector } from './process/temporal.js';
 import { signalVanishedModels } from './informer/vanished-models.js';
+import { workflowBundleOptions } from './process/workflow-bundle.js';
 import { workflowSender } from './informer/workflow-client.js';
 
 /**
  * Compiled (dist/src/operator.js, as the image runs it): the workflow bundle that `npm run build`
  * wrote beside it. From source (tsx, as `npm start` runs it): the workflow code, bundled at start.
  */
-function workflowSource(): { workflowBundle: { codePath: string } } | { workflowsPath: string } {
+function workflowSource():
+  { workflowBundle: { codePath: string } } | { workflowsPath: string; bundlerOptions: { preloadModules: string[] } } {
   if (import.meta.url.endsWith('.ts')) {
-    return { workflowsPath: fileURLToPath(new URL('../workflows/index.ts', import.meta.url)) };
+    const { workflowsPath, preloadModules } = workflowBundleOptions();
+    return { workflowsPath, bundlerOptions: { preloadModules } };
   }
   const codePath = fileURLToPath(new URL('../workflow-bundle.js', import.meta.url));
   if (!existsSync(codePath)) throw new Error(`the workflow bundle ${codePath} is missing: run npm run build`);

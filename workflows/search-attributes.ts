@@ -6,4 +6,4 @@ export const nameAttribute = defineSearchAttributeKey('MachineModelName', Search
 export const phaseAttribute = defineSearchAttributeKey('MachineModelPhase', SearchAttributeType.KEYWORD);
 
 /** Every attribute the workflows set: each must be registered in the Temporal namespace (deploy/temporal registers them). */
-export const operatorSearchAttributes = [namespaceAttribute, nameAttribute, phaseAttribute];
+export const operatorSearchAttributes = [namespaceAttribute, nameAttribute, phaseAttribute] as const;

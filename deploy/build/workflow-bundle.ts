@@ -3,10 +3,11 @@
 import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode } from '@temporalio/worker';
+import { workflowBundleOptions } from '../../src/process/workflow-bundle.js';
 
 const out = fileURLToPath(new URL('../../dist/workflow-bundle.js', import.meta.url));
 const { code } = await bundleWorkflowCode({
-  workflowsPath: fileURLToPath(new URL('../../workflows/index.ts', import.meta.url)),
+  ...workflowBundleOptions(),
   logger: { trace() {}, debug() {}, info() {}, warn: console.warn, error: console.error, log() {} },
 });
 writeFileSync(out, code);

@@ -48,8 +48,13 @@ export type ContainerTrouble =
   /** Running, not ready: still loading, or a readiness probe that fails. Progressing, not failed. */
   | { kind: 'not-ready'; pods: number; container: string; probeMessage?: string };
 
-const imagePullReasons = new Set(['ErrImagePull', 'ImagePullBackOff', 'InvalidImageName', 'ErrImageNeverPull']);
-const cannotStartReasons = new Set([
+const imagePullReasons: ReadonlySet<string> = new Set([
+  'ErrImagePull',
+  'ImagePullBackOff',
+  'InvalidImageName',
+  'ErrImageNeverPull',
+]);
+const cannotStartReasons: ReadonlySet<string> = new Set([
   'CreateContainerConfigError',
   'CreateContainerError',
   'RunContainerError',
@@ -67,7 +72,7 @@ export function containerTroubles(pods: PodHealthView[]): ContainerTrouble | und
   const podCount = (found: Found[]) => new Set(found.map((f) => f.pod)).size;
 
   /** The first container waiting for one of `reasons`, with how many Pods have one. */
-  const waitingFor = (reasons: Set<string>) => {
+  const waitingFor = (reasons: ReadonlySet<string>) => {
     const found = matching((s) => reasons.has(s.state?.waiting?.reason ?? ''));
     if (found.length === 0) return undefined;
     const { status } = found[0]!;

@@ -1,12 +1,12 @@
 // A time-skipping Temporal test server and the workflow bundle, for the workflow tests: real workflow
 // code, stubbed activities (a FakeCluster).
 import { randomUUID } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { bundleWorkflowCode, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, inject } from 'vitest';
 import { ReconcileMetrics } from '../../src/process/reconcile-metrics.js';
+import { workflowBundleOptions } from '../../src/process/workflow-bundle.js';
 import type { FakeCluster } from './fake-cluster.js';
 import { registerSearchAttributes } from './temporal.js';
 
@@ -40,7 +40,7 @@ async function workflowTestEnv(): Promise<WorkflowTestEnv & { teardown(): Promis
   });
   await registerSearchAttributes(env.connection);
   const workflowBundle: WorkflowBundleWithSourceMap = await bundleWorkflowCode({
-    workflowsPath: fileURLToPath(new URL('../../workflows/index.ts', import.meta.url)),
+    ...workflowBundleOptions(),
     logger: { trace() {}, debug() {}, info() {}, warn: console.warn, error: console.error, log() {} },
   });
   return {
