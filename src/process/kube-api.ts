@@ -5,6 +5,8 @@
 import {
   createConfiguration,
   KubeConfig,
+  ResponseContext,
+  SelfDecodingBody,
   ServerConfiguration,
   wrapHttpLibrary,
   type Configuration,
@@ -12,8 +14,7 @@ import {
   type RequestContext,
   type SecurityAuthentication,
 } from '@kubernetes/client-node';
-// Not exported from the package root; the version is pinned and test/integration/kube-connections covers it.
-import { IsomorphicFetchHttpLibrary } from '@kubernetes/client-node/dist/gen/http/isomorphic-fetch.js';
+import { request, type Dispatcher } from 'undici';
 
 /** Well under the activities' start-to-close timeout, so a stuck call fails in time to be retried. */
 export const requestTimeoutMs = 15_000;
@@ -52,7 +53,30 @@ class Connections {
 }
 
 const connections = new WeakMap<KubeConfig, Connections>();
-const fetchLibrary = new IsomorphicFetchHttpLibrary();
+
+/**
+ * One request with undici's `request`, on the dispatcher client-node's authentication chose: the
+ * same connections, headers and TLS as client-node's own `fetch`, without the WHATWG Request,
+ * Headers and stream objects `fetch` builds around every call (docs/performance.md, "The Kubernetes
+ * requests without fetch").
+ */
+async function send(ctx: RequestContext): Promise<ResponseContext> {
+  const res = await request(ctx.getUrl(), {
+    method: ctx.getHttpMethod() as Dispatcher.HttpMethod,
+    headers: ctx.getHeaders(),
+    // The generated clients send JSON or YAML text; none of the operator's calls sends a form.
+    body: ctx.getBody() as string | undefined,
+    signal: ctx.getSignal(),
+    dispatcher: ctx.getDispatcher(),
+  });
+  // Read at once: a body left unread would hold its connection.
+  const body = Buffer.from(await res.body.arrayBuffer());
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(res.headers)) {
+    if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(', ') : value;
+  }
+  return new ResponseContext(res.statusCode, headers, new SelfDecodingBody(Promise.resolve(body)));
+}
 
 function withDeadline(pool: Connections, timeoutMs: number): HttpLibrary {
   return wrapHttpLibrary({
@@ -60,7 +84,7 @@ function withDeadline(pool: Connections, timeoutMs: number): HttpLibrary {
       const deadline = AbortSignal.timeout(timeoutMs);
       ctx.setSignal(deadline);
       try {
-        return await fetchLibrary.send(ctx).toPromise();
+        return await send(ctx);
       } catch (err) {
         if (deadline.aborted) pool.drop();
         throw err;
