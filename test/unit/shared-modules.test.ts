@@ -11,7 +11,7 @@ import { sharedModuleFiles, workflowBundleOptions } from '../../src/process/work
 const collections = /^(Map|Set|WeakMap|WeakSet|WeakRef|Array)$/;
 
 /** What a module keeps at its top level that another workflow could see changed. */
-export function moduleLevelState(source: string): string[] {
+function moduleLevelState(source: string): string[] {
   const file = ts.createSourceFile('m.ts', source, ts.ScriptTarget.Latest, true);
   const found: string[] = [];
   for (const statement of file.statements) {
@@ -19,19 +19,18 @@ export function moduleLevelState(source: string): string[] {
     const list = statement.declarationList;
     for (const d of list.declarations) {
       const name = d.name.getText(file);
-      if (!(list.flags & ts.NodeFlags.Const)) found.push(`${name}: declared with let or var`);
-      else if (d.initializer && ts.isNewExpression(d.initializer)) {
-        const made = d.initializer.expression.getText(file);
-        const declared = d.type?.getText(file) ?? '';
-        if (collections.test(made) && !/^Readonly/.test(declared)) found.push(`${name}: a mutable ${made}`);
-      } else if (
-        d.initializer &&
-        ts.isArrayLiteralExpression(d.initializer) &&
-        !/^(readonly |Readonly)/.test(d.type?.getText(file) ?? '') &&
-        !/as const$/.test(d.initializer.parent.getText(file))
-      ) {
-        found.push(`${name}: a mutable array`);
+      const declared = d.type?.getText(file) ?? '';
+      let value = d.initializer;
+      let readOnly = /^(readonly |Readonly)/.test(declared);
+      // `[...] as const` is read-only; any other assertion says nothing about it.
+      if (value && ts.isAsExpression(value)) {
+        readOnly ||= value.type.getText(file) === 'const';
+        value = value.expression;
       }
+      if (!(list.flags & ts.NodeFlags.Const)) found.push(`${name}: declared with let or var`);
+      else if (value && ts.isNewExpression(value) && collections.test(value.expression.getText(file)) && !readOnly) {
+        found.push(`${name}: a mutable ${value.expression.getText(file)}`);
+      } else if (value && ts.isArrayLiteralExpression(value) && !readOnly) found.push(`${name}: a mutable array`);
     }
   }
   return found;
@@ -47,10 +46,12 @@ describe('modules every workflow shares', () => {
 
   it('finds state kept at module level', () => {
     expect(moduleLevelState('let count = 0;')).toEqual(['count: declared with let or var']);
+    expect(moduleLevelState('let names = ["a"] as const;')).toEqual(['names: declared with let or var']);
     expect(moduleLevelState('const seen = new Map<string, number>();')).toEqual(['seen: a mutable Map']);
     expect(moduleLevelState('const steps = [];')).toEqual(['steps: a mutable array']);
     expect(moduleLevelState('const known: ReadonlySet<string> = new Set(["a"]);')).toEqual([]);
     expect(moduleLevelState('const names = ["a", "b"] as const;')).toEqual([]);
+    expect(moduleLevelState('const names = [] as string[];')).toEqual(['names: a mutable array']);
     expect(moduleLevelState('function f() { let local = 0; return local; }')).toEqual([]);
   });
 
