@@ -7,16 +7,13 @@ import path from 'node:path';
 import { bundleWorkflowCode } from '@temporalio/worker';
 // Not exported from the package root; the SDK version is pinned. Read only, nothing patched.
 import { ReusableVMWorkflowCreator } from '@temporalio/worker/lib/workflow/reusable-vm.js';
-import { Command, InvalidArgumentError, Option } from 'commander';
+import { Command, Option } from 'commander';
+import { wholeNumber } from '../src/process/config.js';
 import { workflowBundleOptions } from '../src/process/workflow-bundle.js';
 
 const cmd = new Command('bench:footprint')
   .addOption(
-    new Option('--workflows <n>', 'workflows created per bundle').default(300).argParser((v) => {
-      const n = Number(v);
-      if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('a whole number >= 1');
-      return n;
-    }),
+    new Option('--workflows <n>', 'workflows created per bundle').default(300).argParser(wholeNumber('--workflows')),
   )
   .parse();
 const { workflows } = cmd.opts<{ workflows: number }>();

@@ -6,21 +6,16 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
-import { Command, InvalidArgumentError, Option } from 'commander';
+import { Command, Option } from 'commander';
 import { Registry } from 'prom-client';
+import { wholeNumber } from '../src/process/config.js';
 import { ReconcileMetrics } from '../src/process/reconcile-metrics.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const dir = path.join(root, 'test/histories');
 
 const cmd = new Command('bench:replay')
-  .addOption(
-    new Option('--times <n>', 'replays per history').default(300).argParser((v) => {
-      const n = Number(v);
-      if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('a whole number >= 1');
-      return n;
-    }),
-  )
+  .addOption(new Option('--times <n>', 'replays per history').default(300).argParser(wholeNumber('--times')))
   .addOption(new Option('--history <file>', 'one history of test/histories instead of all'))
   .parse();
 const { times, history } = cmd.opts<{ times: number; history?: string }>();

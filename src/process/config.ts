@@ -109,7 +109,8 @@ function port(name: string) {
   };
 }
 
-function wholeNumber(name: string, min = 1) {
+/** A commander argument parser for a whole number of at least `min`. */
+export function wholeNumber(name: string, min = 1) {
   return (value: string): number => {
     const n = Number(value);
     if (!Number.isInteger(n) || n < min)

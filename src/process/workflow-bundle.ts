@@ -14,7 +14,7 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
  * workflow exists, and the SDK freezes what it exports: it must hold no state of its own (no
  * module-level `let`, `var` or mutable collection; test/unit/shared-modules checks).
  */
-export const sharedSourceFolders = ['src/core', 'workflows'] as const;
+const sharedSourceFolders = ['src/core', 'workflows'] as const;
 
 export function sharedModuleFiles(): string[] {
   return sharedSourceFolders.flatMap((folder) =>
