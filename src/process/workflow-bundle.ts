@@ -2,7 +2,7 @@
 // one reusable V8 context shares instead of evaluating its own copy (the SDK's `preloadModules`).
 // Without them each workflow, at its start and at every replay after it left the cache, evaluated
 // the whole workflow code and `@temporalio/workflow` again and kept that copy while cached
-// (docs/performance.md, "Modules shared by every workflow").
+// (docs/how-it-works.md, "One copy of the workflow code for all models").
 import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
