@@ -17,6 +17,7 @@ import { KubeClient } from '../activities/kube-client.js';
 import { janitorWorkflowId, janitorWorkflowType, type JanitorInput } from '../workflows/definitions.js';
 import type { GatewayConfig, OperatorConfig } from './process/config.js';
 import { Informer } from './informer/informer.js';
+import { cachedWorkflowsFor, heapLimitMiB } from './process/heap-bound.js';
 import { createMetrics, serveEndpoints, type MetricSources } from './process/metrics.js';
 import { ReconcileMetrics } from './process/reconcile-metrics.js';
 import { Reachability, ReadyGate } from './process/ready-gate.js';
@@ -121,7 +122,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
           maxConcurrentActivityTaskExecutions: config.maxConcurrentActivities,
           maxConcurrentWorkflowTaskExecutions: config.maxConcurrentWorkflowTasks,
           maxConcurrentLocalActivityExecutions: config.maxConcurrentLocalActivities,
-          maxCachedWorkflows: config.maxCachedWorkflows,
+          maxCachedWorkflows: config.maxCachedWorkflows ?? cachedWorkflowsFor(heapLimitMiB(), config.maxStartingModels),
           stickyQueueScheduleToStartTimeout: `${config.stickyQueueTimeoutSeconds} seconds`,
           shutdownGraceTime: '10 seconds',
         }),
@@ -135,7 +136,14 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
       await run.catch(() => undefined);
     };
     readyGate.ready('worker');
-    log.info({ taskQueue: config.temporal.taskQueue, namespace: config.temporal.namespace }, 'worker running');
+    log.info(
+      {
+        taskQueue: config.temporal.taskQueue,
+        namespace: config.temporal.namespace,
+        cachedWorkflows: worker.options.maxCachedWorkflows,
+      },
+      'worker running',
+    );
   }
 
   async function startInformer(): Promise<void> {

@@ -231,8 +231,9 @@ function operatorCommand(): Command {
     .addOption(
       new Option(
         '--max-cached-workflows <n>',
-        'workflows kept in memory between their tasks (about 1 MiB each; one not kept replays its history on ' +
-          'its next task); default: the SDK sizes it from the heap limit (--max-old-space-size)',
+        'workflows kept in memory between their tasks (about 0.2 MiB each; one not kept replays its history on ' +
+          "its next task); default: the SDK's size for the heap limit (--max-old-space-size), or twice " +
+          '--max-starting-models and 16 more when that is larger',
       )
         .env('MMO_MAX_CACHED_WORKFLOWS')
         .argParser(wholeNumber('--max-cached-workflows')),

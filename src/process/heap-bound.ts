@@ -21,3 +21,23 @@ export function unboundedHeapWarning(heapLimitMiB: number): string | undefined {
 export function heapLimitMiB(): number {
   return v8.getHeapStatistics().heap_size_limit / 2 ** 20;
 }
+
+/** The SDK's default workflow cache (1.24, reused V8 context): 600 workflows per GiB of heap above 200 MiB, at least 10. */
+export function sdkDefaultCachedWorkflows(heapLimitMiB: number): number {
+  return Math.max(Math.floor((Math.max(heapLimitMiB - 200, 0) * 600) / 1024), 10);
+}
+
+/** Tasks besides those of models starting and settling: drift checks, deletions, resyncs, the janitor. */
+const cacheHeadroom = 16;
+
+/**
+ * The workflow cache for a start gate that lets `maxStarting` new models start at once. While a
+ * model waits for its Deployment, the models ahead of it settle and as many start behind it, each
+ * with a task: a cache smaller than twice the gate evicts it before it gets Ready, and its next
+ * task replays its history (at N=1,000: 111 cached, 835 misses; 135 cached, none;
+ * docs/performance.md, "The workflow cache and the start gate"). Never below the SDK's default.
+ */
+export function cachedWorkflowsFor(heapLimitMiB: number, maxStarting: number): number {
+  const sdkDefault = sdkDefaultCachedWorkflows(heapLimitMiB);
+  return maxStarting === 0 ? sdkDefault : Math.max(sdkDefault, 2 * maxStarting + cacheHeadroom);
+}
