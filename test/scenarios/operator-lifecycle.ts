@@ -1,11 +1,13 @@
 // An operator process and its models on the real apiserver: children, status, scaling, drift, deletion,
 // manual resyncs, mmctl and metrics.
 import { execFileSync, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { imageNodeOptions } from '../../bench/harness/image-node-options.js';
 import { cpuUsageAnnotation } from '../../tools/local-stack/metrics-server.js';
 import { freePort } from '../../tools/local-stack/processes.js';
 import { finalizerName, workflowIdFor } from '../../src/core/api.js';
@@ -47,6 +49,8 @@ export function operatorLifecycle(stack: StackInfo): void {
         MMO_TASK_QUEUE: taskQueue,
         MMO_METRICS_PORT: String(metricsPort),
         MMO_SDK_METRICS_PORT: String(sdkMetricsPort),
+        // Its heaps bounded as the image bounds them, so it sizes its workflow cache as the image's would.
+        NODE_OPTIONS: imageNodeOptions(),
       },
       'lifecycle',
     );
@@ -479,6 +483,13 @@ export function operatorLifecycle(stack: StackInfo): void {
         expect(sdk).toMatch(new RegExp(`^${name}\\S* `, 'm'));
       }
       expect(sdk).toContain(`task_queue="${taskQueue}"`);
+
+      // The image's heap bounds give the SDK's cache of 111; the operator keeps twice the start gate's 64, and 16 more.
+      const started = readFileSync(operator.logFile, 'utf8')
+        .split('\n')
+        .filter((line) => line.includes('"worker running"'))
+        .map((line) => JSON.parse(line) as { cachedWorkflows?: number });
+      expect(started.map((l) => l.cachedWorkflows)).toEqual([144]);
     });
 
     it('never touches a Deployment someone else owns, and says so', async () => {
