@@ -1,17 +1,16 @@
 // An operator process and its models on the real apiserver: children, status, scaling, drift, deletion,
 // manual resyncs, mmctl and metrics.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { imageNodeOptions } from '../../bench/harness/image-node-options.js';
 import { cpuUsageAnnotation } from '../../tools/local-stack/metrics-server.js';
 import { freePort } from '../../tools/local-stack/processes.js';
 import { finalizerName, workflowIdFor } from '../../src/core/api.js';
 import { selectorString } from '../../src/core/desired-state.js';
+import { recommendedNodeOptions } from '../../src/process/heap-bound.js';
 import { startOptions } from '../../src/informer/workflow-client.js';
 import { stateQuery, workflowType } from '../../workflows/definitions.js';
 import { conditionOf, kubectlFor } from '../support/cluster.js';
@@ -19,6 +18,7 @@ import { eventually } from '../support/eventually.js';
 import { machineModel, seedExample } from '../support/models.js';
 import {
   installCrds,
+  operatorLog,
   operatorMetric,
   startOperatorProcess,
   temporalClient,
@@ -49,8 +49,9 @@ export function operatorLifecycle(stack: StackInfo): void {
         MMO_TASK_QUEUE: taskQueue,
         MMO_METRICS_PORT: String(metricsPort),
         MMO_SDK_METRICS_PORT: String(sdkMetricsPort),
-        // Its heaps bounded as the image bounds them, so it sizes its workflow cache as the image's would.
-        NODE_OPTIONS: imageNodeOptions(),
+        // Its heaps bounded as the image bounds them (a unit test holds the two equal), so it sizes its
+        // workflow cache as the image's would.
+        NODE_OPTIONS: recommendedNodeOptions,
       },
       'lifecycle',
     );
@@ -485,11 +486,8 @@ export function operatorLifecycle(stack: StackInfo): void {
       expect(sdk).toContain(`task_queue="${taskQueue}"`);
 
       // The image's heap bounds give the SDK's cache of 111; the operator keeps twice the start gate's 64, and 16 more.
-      const started = readFileSync(operator.logFile, 'utf8')
-        .split('\n')
-        .filter((line) => line.includes('"worker running"'))
-        .map((line) => JSON.parse(line) as { cachedWorkflows?: number });
-      expect(started.map((l) => l.cachedWorkflows)).toEqual([144]);
+      const started = operatorLog(operator).filter((line) => line.msg === 'worker running');
+      expect(started.map((line) => line.cachedWorkflows)).toEqual([144]);
     });
 
     it('never touches a Deployment someone else owns, and says so', async () => {
