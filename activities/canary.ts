@@ -3,14 +3,14 @@
 // that is already as asked.
 import { log } from '@temporalio/activity';
 import type { KubernetesObject, V1Deployment } from '@kubernetes/client-node';
-import { canaryWeightAnnotation, type ModelRef } from '../src/core/api.js';
+import { canaryWeightAnnotation, type MachineModelSpec, type ModelRef } from '../src/core/api.js';
 import { buildCanaryDeployment, buildCanaryService, canaryName } from '../src/core/canary-state.js';
 import { containerTroubles } from '../src/core/container-troubles.js';
 import { isSubset } from '../src/core/desired-state.js';
 import { ownershipOf } from '../src/core/ownership.js';
 import { readinessOf } from '../src/core/readiness.js';
 import { routeId, routeSpec, wantsRoute } from '../src/core/route-rules.js';
-import type { CanaryHealth, Revision, TrafficSample } from '../src/core/rollout.js';
+import { canaryRequestRefusal, type CanaryHealth, type Revision, type TrafficSample } from '../src/core/rollout.js';
 import { isReady } from '../src/core/status.js';
 import type { ActivityDeps } from './deps.js';
 import { fail, gatewayFailure, kubeFailure } from './failure.js';
@@ -27,6 +27,24 @@ export async function canaryWeightOf(kube: ActivityDeps['kube'], ref: ModelRef):
 const weightManager = 'machinemodel-operator-rollout';
 
 type Owned = Parameters<typeof ownershipOf>[0];
+
+/**
+ * Refuses (logged, never applied) a request the live MachineModel does not back. Retryable: a rollout
+ * overtaken by a newer revision asks for its own until its workflow cancels it.
+ */
+function refuseDisagreement(
+  ref: ModelRef,
+  spec: MachineModelSpec,
+  request: Parameters<typeof canaryRequestRefusal>[1],
+) {
+  const refusal = canaryRequestRefusal(spec, request);
+  if (!refusal) return;
+  log.warn('refused a canary request the MachineModel does not back', {
+    model: `${ref.namespace}/${ref.name}`,
+    refusal,
+  });
+  throw fail('Transient', `refused for MachineModel ${ref.namespace}/${ref.name}: ${refusal}`);
+}
 
 export function applyCanaryActivity({ kube, build }: ActivityDeps) {
   async function readOurs<T extends KubernetesObject>(ref: ModelRef, apiVersion: string, kind: string) {
@@ -50,6 +68,7 @@ export function applyCanaryActivity({ kube, build }: ActivityDeps) {
         // Its workflow cancels this rollout; until then, nothing to apply.
         throw fail('Transient', `MachineModel ${ref.namespace}/${ref.name} (uid ${ref.uid}) is gone`);
       }
+      refuseDisagreement(ref, model.spec, { revision, replicas });
       const desired = buildCanaryDeployment(ref, model.spec, revision, replicas, build);
       let deployment = await readOurs<V1Deployment>(ref, 'apps/v1', 'Deployment');
       if (!deployment || !isSubset(desired, deployment)) deployment = await kube.apply(desired as V1Deployment);
@@ -83,6 +102,7 @@ export function setCanaryWeightActivity({ kube, build, gateway }: ActivityDeps) 
     try {
       model = await kube.getModel(ref.namespace, ref.name);
       if (!model || model.metadata.uid !== ref.uid) return { changed: false };
+      refuseDisagreement(ref, model.spec, { weight });
       const service = await kube.read('v1', 'Service', ref.namespace, name);
       if (service) {
         await kube.apply(

@@ -106,6 +106,17 @@ export class KubeClient {
     }
   }
 
+  /** A Namespace's annotations (a cluster administrator's settings for it); undefined when it is gone. */
+  async namespaceAnnotations(name: string): Promise<Record<string, string> | undefined> {
+    this.reads.apiserver++;
+    try {
+      return (await this.core.readNamespace({ name })).metadata?.annotations ?? {};
+    } catch (err) {
+      if (apiStatus(err) === 404) return undefined;
+      throw err;
+    }
+  }
+
   async listModels(): Promise<MachineModel[]> {
     const list = (await this.custom.listClusterCustomObject({ group, version, plural })) as { items: MachineModel[] };
     return list.items;

@@ -2,11 +2,14 @@
 import type { MachineModel, ModelRef } from '../src/core/api.js';
 import {
   collisionLosers,
+  delegationOf,
   findConflict,
   gatewayCondition,
   olderFirst,
   prefixesCollide,
+  needsDelegation,
   routeId,
+  routeRefusal,
   routeSpec,
   wantsRoute,
   type ExistingRoute,
@@ -82,6 +85,19 @@ export function registerRouteActivity({ gateway, build, kube }: ActivityDeps) {
       }
       // During a canary step the route keeps the split its Service declares.
       const route = routeSpec(ref, spec, build, await canaryWeightOf(kube, ref));
+      const refusal = needsDelegation(route)
+        ? routeRefusal(route, delegationOf(await kube.namespaceAnnotations(ref.namespace)))
+        : undefined;
+      if (refusal) {
+        // Another tenant's URLs or hostnames: never published, and nothing of ours stays at the old ones.
+        await removeOwn();
+        return {
+          configured: true,
+          registered: false,
+          condition: gatewayCondition('False', refusal.reason, refusal.message),
+          changes,
+        };
+      }
       const conflict = findConflict(route, existing);
       if (conflict.kind === 'taken') {
         // Never publish over another model's traffic; our own older routes go too, so nothing stale stays.
@@ -175,6 +191,8 @@ export function inspectGatewayActivity({ gateway, kube, build }: ActivityDeps) {
       const looksAgain = (m: MachineModel): boolean => {
         const c = registeredCondition(m);
         if (c?.status === 'True') return !onGateway.has(idOf(m));
+        // An administrator may have delegated the prefix or hostname since: the model's round reads its Namespace again.
+        if (c?.reason === 'PathNotAllowed' || c?.reason === 'HostnameNotAllowed') return true;
         if (c?.reason !== 'PathConflict' || !wantsRoute(m.spec)) return false;
         const ref = { namespace: m.metadata.namespace, name: m.metadata.name, uid: m.metadata.uid };
         return findConflict(routeSpec(ref, m.spec, build), standing).kind === 'none';

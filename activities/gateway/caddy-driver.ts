@@ -9,6 +9,7 @@ import { Mutex } from 'async-mutex';
 import type { ModelRef } from '../../src/core/api.js';
 import { isSubset } from '../../src/core/desired-state.js';
 import {
+  matchedPrefix,
   parseRouteId,
   routeIdPrefix,
   type ExistingRoute,
@@ -133,6 +134,28 @@ export function caddyTrackServers(route: RouteSpec): Record<string, unknown> {
   );
 }
 
+/** A route's path prefix as the operator wrote it; undefined for routes without a path matcher. */
+function prefixOf(route: CaddyRoute): string | undefined {
+  return route.match?.[0]?.path?.[0]?.replace(/\/\*$/, '');
+}
+
+/**
+ * Where a new route goes: ahead of the first route with a shorter prefix, a route without a path
+ * (the catch-all), so that Caddy, which takes the first match, tries the most specific prefix first
+ * whatever order the models came in.
+ */
+export function insertionIndex(routes: CaddyRoute[], prefix: string): number {
+  const length = matchedPrefix(prefix).length;
+  const i = routes.findIndex((r) => {
+    const p = prefixOf(r);
+    return p === undefined || matchedPrefix(p).length < length;
+  });
+  return i === -1 ? routes.length : i;
+}
+
+/** The shared server speaks plain HTTP: a host matcher must not turn on Caddy's automatic HTTPS there. */
+const plainHttp = { disable: true };
+
 export class CaddyDriver implements GatewayDriver {
   readonly kind = 'caddy';
 
@@ -182,6 +205,7 @@ export class CaddyDriver implements GatewayDriver {
     if (routes.status === 200 && Array.isArray(routes.json)) return routes.json as CaddyRoute[];
     const server = {
       listen: [this.opts.listen],
+      automatic_https: plainHttp,
       routes: [
         {
           '@id': catchAllId,
@@ -219,15 +243,9 @@ export class CaddyDriver implements GatewayDriver {
     const routes = await this.ensureServer();
     return routes.flatMap((r): ExistingRoute[] => {
       if (r['@id'] === catchAllId) return [];
-      const prefix = r.match?.[0]?.path?.[0];
+      const prefix = prefixOf(r);
       if (!prefix) return [];
-      return [
-        {
-          id: r['@id'] ?? '(no @id)',
-          owner: r['@id'] ? parseRouteId(r['@id']) : undefined,
-          pathPrefix: prefix.replace(/\/\*$/, ''),
-        },
-      ];
+      return [{ id: r['@id'] ?? '(no @id)', owner: r['@id'] ? parseRouteId(r['@id']) : undefined, pathPrefix: prefix }];
     });
   }
 
@@ -241,18 +259,36 @@ export class CaddyDriver implements GatewayDriver {
       await this.ensureMetrics();
       for (const [name, server] of Object.entries(servers)) changed = (await this.putServer(name, server)) || changed;
     }
+    if (route.hostnames.length) await this.ensurePlainHttp();
     const current = await this.call('GET', `/id/${route.id}`);
-    if (current.status === 200) {
-      if (isSubset(desired, current.json) && isSubset(current.json, desired)) return changed;
+    const live = current.status === 200 ? (current.json as CaddyRoute) : undefined;
+    if (live && isSubset(desired, live) && isSubset(live, desired)) return changed;
+    if (live && JSON.stringify(live.match) === JSON.stringify(desired.match)) {
       await this.change('PATCH', `/id/${route.id}`, desired, `update route ${route.id}`);
-      // Only a route that was split has servers to remove: a plain update costs no more admin calls.
-      if (!route.canary && dialsTrackServers(current.json)) await this.removeTrackServers(route.id);
     } else {
-      // A new route: the server must exist first; inserted at the front, ahead of the catch-all.
-      await this.ensureServer();
-      await this.change('PUT', `${this.routesPath}/0`, desired, `add route ${route.id}`);
+      // New, or matching other requests: (re)inserted where its prefix's length puts it.
+      if (live) await this.change('DELETE', `/id/${route.id}`, undefined, `move route ${route.id}`);
+      const routes = await this.ensureServer();
+      await this.change(
+        'PUT',
+        `${this.routesPath}/${insertionIndex(routes, route.pathPrefix)}`,
+        desired,
+        `add route ${route.id}`,
+      );
     }
+    // Only a route that was split has servers to remove: a plain update costs no more admin calls.
+    if (live && !route.canary && dialsTrackServers(live)) await this.removeTrackServers(route.id);
     return true;
+  }
+
+  /** Turns off automatic HTTPS on the shared server if something (an older operator, a hand) left it on. */
+  private async ensurePlainHttp(): Promise<void> {
+    const path = `/config/apps/http/servers/${this.opts.server}/automatic_https`;
+    const current = await this.call('GET', path);
+    const settings = current.status === 200 && current.json && typeof current.json === 'object' ? current.json : {};
+    if ((settings as { disable?: boolean }).disable === true) return;
+    await this.ensureServer();
+    await this.change('POST', path, { ...settings, ...plainHttp }, 'serve the model routes in plain HTTP');
   }
 
   async remove(id: string, _owner: ModelRef): Promise<boolean> {

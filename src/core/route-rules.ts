@@ -58,15 +58,98 @@ export function normalizePrefix(prefix: string): string {
 }
 
 /**
+ * A prefix as a gateway may match it: Caddy's path matcher ignores letter case, so /Models and
+ * /models are one prefix. Gateway API matches case-sensitively; folding there too refuses a little
+ * more, never less.
+ */
+export function matchedPrefix(prefix: string): string {
+  return normalizePrefix(prefix).toLowerCase();
+}
+
+/** Whether `prefix` is `outer` or lies under it, by whole path segments, as a gateway matches them. */
+export function prefixWithin(prefix: string, outer: string): boolean {
+  const p = matchedPrefix(prefix);
+  const o = matchedPrefix(outer);
+  return p === o || o === '/' || p.startsWith(`${o}/`);
+}
+
+/**
  * Two prefixes collide when one routes requests the other expects: equal, or one is a path-segment
- * prefix of the other (/models/a swallows /models/a/b, but not /models/ab).
+ * prefix of the other (/models/a swallows /models/a/b, but not /models/ab), letter case ignored.
  */
 export function prefixesCollide(a: string, b: string): boolean {
-  const x = normalizePrefix(a);
-  const y = normalizePrefix(b);
-  if (x === y) return true;
-  const [short, long] = x.length < y.length ? [x, y] : [y, x];
-  return short === '/' || long.startsWith(`${short}/`);
+  return prefixWithin(a, b) || prefixWithin(b, a);
+}
+
+/**
+ * What a cluster administrator lets one namespace's models claim on the shared gateway beyond
+ * `/models/<namespace>/`: annotations on the Namespace, a cluster-scoped object tenants cannot edit.
+ */
+export const delegatedPrefixesAnnotation = 'gateway.stable.example.com/path-prefixes';
+export const delegatedHostnamesAnnotation = 'gateway.stable.example.com/hostnames';
+
+export interface Delegation {
+  /** Prefixes (and everything under them) the namespace's models may use. */
+  pathPrefixes: string[];
+  /** Hostnames the namespace's models may match on; `*.example.com` allows its subdomains. */
+  hostnames: string[];
+}
+
+const listOf = (value: string | undefined) =>
+  (value ?? '')
+    .split(',')
+    .map((v) => v.trim())
+    .filter(Boolean);
+
+/** The delegation a Namespace's annotations grant; none when unannotated. */
+export function delegationOf(annotations: Record<string, string> | undefined): Delegation {
+  return {
+    pathPrefixes: listOf(annotations?.[delegatedPrefixesAnnotation]).filter((p) => p.startsWith('/')),
+    hostnames: listOf(annotations?.[delegatedHostnamesAnnotation]).map((h) => h.toLowerCase()),
+  };
+}
+
+/** Where every namespace's models may publish without a delegation. */
+export function namespacePrefix(namespace: string): string {
+  return `/models/${namespace}`;
+}
+
+/** Whether the route asks for more than its namespace owns, so its Namespace's delegation must be read. */
+export function needsDelegation(route: Pick<RouteSpec, 'namespace' | 'pathPrefix' | 'hostnames'>): boolean {
+  const own = matchedPrefix(namespacePrefix(route.namespace));
+  return !matchedPrefix(route.pathPrefix).startsWith(`${own}/`) || route.hostnames.length > 0;
+}
+
+function hostnameAllowed(host: string, allowed: string[]): boolean {
+  const h = host.toLowerCase();
+  return allowed.some((a) => a === h || (a.startsWith('*.') && h.endsWith(a.slice(1))));
+}
+
+/**
+ * Why a route may not be published for its namespace, or undefined when it may: its prefix must lie
+ * strictly under /models/<namespace>/ or under a prefix the Namespace delegates, and each hostname
+ * must be one the Namespace delegates. A tenant cannot take another namespace's URLs, nor the root.
+ */
+export function routeRefusal(
+  route: Pick<RouteSpec, 'namespace' | 'pathPrefix' | 'hostnames'>,
+  delegation: Delegation,
+): { reason: 'PathNotAllowed' | 'HostnameNotAllowed'; message: string } | undefined {
+  const own = namespacePrefix(route.namespace);
+  const underOwn = matchedPrefix(route.pathPrefix).startsWith(`${matchedPrefix(own)}/`);
+  if (!underOwn && !delegation.pathPrefixes.some((d) => prefixWithin(route.pathPrefix, d))) {
+    return {
+      reason: 'PathNotAllowed',
+      message: `path prefix ${route.pathPrefix} is outside ${own}/ and not delegated to namespace ${route.namespace}; a cluster administrator may delegate it with the Namespace annotation ${delegatedPrefixesAnnotation}`,
+    };
+  }
+  const refused = route.hostnames.filter((h) => !hostnameAllowed(h, delegation.hostnames));
+  if (refused.length) {
+    return {
+      reason: 'HostnameNotAllowed',
+      message: `hostnames ${refused.join(', ')} are not delegated to namespace ${route.namespace}; a cluster administrator may delegate them with the Namespace annotation ${delegatedHostnamesAnnotation}`,
+    };
+  }
+  return undefined;
 }
 
 export function wantsRoute(spec: MachineModelSpec): boolean {

@@ -10,7 +10,7 @@ import { KubeClient } from '../../activities/kube-client.js';
 import { defaultBuildOptions } from '../../src/core/desired-state.js';
 import { freePort } from '../../tools/local-stack/processes.js';
 import { addTraffic } from '../../src/core/rollout.js';
-import { routeId, type RouteSpec } from '../../src/core/route-rules.js';
+import { delegatedPrefixesAnnotation, routeId, type RouteSpec } from '../../src/core/route-rules.js';
 import { conditionOf, kubectlFor } from '../support/cluster.js';
 import { eventually } from '../support/eventually.js';
 import { CaddyProcess } from '../support/caddy-under-test.js';
@@ -27,6 +27,8 @@ beforeAll(async () => {
   installCrds(stack);
   caddy = await CaddyProcess.create(stack);
   ns = k.createNamespace('caddy');
+  // The collision tests publish outside /models/<namespace>/, as an administrator may allow.
+  k.kubectl('annotate', 'namespace', ns, `${delegatedPrefixesAnnotation}=/shared,/racing`);
   operator = startOperatorProcess(
     stack,
     {

@@ -13,6 +13,7 @@ import { FaultyProxy } from '../support/faulty-proxy.js';
 import { machineModel } from '../support/models.js';
 import {
   installCrds,
+  operatorKubeconfig,
   operatorLog,
   operatorProbe,
   startOperatorProcess,
@@ -112,7 +113,7 @@ describe('an operator started while the apiserver is unreachable', () => {
 
   beforeAll(async () => {
     cut = await startCutOff({ host: '127.0.0.1', port: stack.ports.apiserver }, (p) => ({
-      KUBECONFIG: kubeconfigThrough(stack, p),
+      KUBECONFIG: kubeconfigThrough({ ...stack, kubeconfig: operatorKubeconfig(stack) }, p),
     }));
   });
   afterAll(async () => {

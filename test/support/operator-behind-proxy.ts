@@ -7,7 +7,13 @@ import type { StackInfo } from '../../tools/local-stack/stack.js';
 import { kubeconfigThrough, kubectlFor } from './cluster.js';
 import { eventually } from './eventually.js';
 import { FaultyProxy } from './faulty-proxy.js';
-import { installCrds, operatorMetric, startOperatorProcess, type OperatorProcess } from './operator-process.js';
+import {
+  installCrds,
+  operatorKubeconfig,
+  operatorMetric,
+  startOperatorProcess,
+  type OperatorProcess,
+} from './operator-process.js';
 
 export interface OperatorBehindProxy {
   readonly proxy: FaultyProxy;
@@ -38,7 +44,10 @@ export function operatorBehindProxy(
     const through: { stack: StackInfo; env: Record<string, string> } =
       cutOff === 'temporal'
         ? { stack, env: { TEMPORAL_ADDRESS: `127.0.0.1:${proxy.port}` } }
-        : { stack: { ...stack, kubeconfig: kubeconfigThrough(stack, proxy.port) }, env: {} };
+        : {
+            stack,
+            env: { KUBECONFIG: kubeconfigThrough({ ...stack, kubeconfig: operatorKubeconfig(stack) }, proxy.port) },
+          };
     operator = startOperatorProcess(
       through.stack,
       {

@@ -1,8 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, mkdirSync, readFileSync } from 'node:fs';
+import { createWriteStream, mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
+import { writeServiceAccountKubeconfig } from '../../tools/local-stack/kubeconfig.js';
 import { kubectlRun, type StackInfo } from '../../tools/local-stack/stack.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -10,6 +12,29 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
 export function installCrds(stack: StackInfo): void {
   kubectlRun(stack, ['apply', '--server-side', '-k', path.join(root, 'crds')]);
   kubectlRun(stack, ['wait', '--for=condition=Established', 'crd/machinemodels.stable.example.com', '--timeout=30s']);
+}
+
+let serviceAccountKubeconfig: string | undefined;
+
+/**
+ * A kubeconfig of the operator's own ServiceAccount under this checkout's deploy/operator/rbac.yaml
+ * (applied here), as users install it: what a feature needs and the installed RBAC lacks fails the test.
+ */
+export function operatorKubeconfig(stack: StackInfo): string {
+  if (serviceAccountKubeconfig) return serviceAccountKubeconfig;
+  const manifests = path.join(root, 'deploy/operator');
+  for (const f of ['namespace.yaml', 'serviceaccount.yaml', 'rbac.yaml'])
+    kubectlRun(stack, ['apply', '-f', path.join(manifests, f)]);
+  const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'mmo-sa-')), 'kubeconfig');
+  writeServiceAccountKubeconfig({
+    kubectl: stack.binaries.kubectl,
+    adminKubeconfig: stack.kubeconfig,
+    namespace: 'machinemodel-system',
+    serviceAccount: 'machinemodel-operator',
+    file,
+  });
+  serviceAccountKubeconfig = file;
+  return file;
 }
 
 export interface OperatorProcess {
@@ -24,6 +49,7 @@ export interface OperatorProcess {
 /**
  * Runs the real operator entry point as a separate process, compiled, as the image runs it (npm run
  * build): this checkout's, or the one in `checkout` (an earlier release, built by release-build.ts).
+ * It acts as its ServiceAccount (operatorKubeconfig) unless `env` names another KUBECONFIG.
  */
 export function startOperatorProcess(
   stack: StackInfo,
@@ -39,7 +65,7 @@ export function startOperatorProcess(
     cwd: checkout,
     env: {
       ...process.env,
-      KUBECONFIG: stack.kubeconfig,
+      KUBECONFIG: env.KUBECONFIG ?? operatorKubeconfig(stack),
       TEMPORAL_ADDRESS: stack.temporalAddress,
       TEMPORAL_NAMESPACE: stack.temporalNamespace,
       LOG_LEVEL: 'info',

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  canaryRequestRefusal,
   canaryReplicas,
   deployedRevision,
   durationSeconds,
@@ -198,5 +199,37 @@ describe('the verdict on a canary', () => {
       detail: 'canary 1 of 1 ready; the gateway does not report its error rate',
     });
     expect(judgeCanary(undefined, ready, true)).toEqual({ kind: 'healthy', detail: 'canary 1 of 1 ready' });
+  });
+});
+
+describe('a canary request is backed by the live MachineModel or refused', () => {
+  const spec = {
+    image: 'r/m:2',
+    modelPath: '/m',
+    maxReplicas: 4,
+    rollout: { strategy: 'Canary' as const, steps: [{ weight: 10 }, { weight: 50 }] },
+  };
+  it("applies the spec's revision, within its replicas, at a step's weight", () => {
+    expect(canaryRequestRefusal(spec, { revision: { image: 'r/m:2', modelPath: '/m' }, replicas: 4 })).toBeUndefined();
+    expect(canaryRequestRefusal(spec, { weight: 50 })).toBeUndefined();
+    expect(canaryRequestRefusal(spec, { weight: 0 })).toBeUndefined();
+    expect(canaryRequestRefusal({ ...spec, rollout: undefined }, { weight: 0 })).toBeUndefined();
+  });
+  it('refuses what a workflow started by hand on the task queue asks for (an image no MachineModel names)', () => {
+    expect(
+      canaryRequestRefusal(spec, { revision: { image: 'evil.example/miner:1', modelPath: '/m' }, replicas: 1 }),
+    ).toMatch(/evil.example\/miner:1 .* is not the spec's r\/m:2/);
+    expect(canaryRequestRefusal(spec, { revision: { image: 'r/m:2', modelPath: '/etc' }, replicas: 1 })).toBeDefined();
+    expect(canaryRequestRefusal(spec, { revision: { image: 'r/m:2', modelPath: '/m' }, replicas: 64 })).toMatch(
+      /outside 1 to 4/,
+    );
+    expect(canaryRequestRefusal(spec, { weight: 100 })).toMatch(/no step/);
+    expect(
+      canaryRequestRefusal(
+        { ...spec, rollout: undefined },
+        { revision: { image: 'r/m:2', modelPath: '/m' }, replicas: 1 },
+      ),
+    ).toMatch(/no rollout plan/);
+    expect(canaryRequestRefusal({ ...spec, rollout: undefined }, { weight: 10 })).toMatch(/no rollout plan/);
   });
 });

@@ -1,13 +1,23 @@
 import { describe, expect, it } from 'vitest';
-import { caddyRoute, caddyTrackServers, trackServerName } from '../../activities/gateway/caddy-driver.js';
+import {
+  caddyRoute,
+  caddyTrackServers,
+  insertionIndex,
+  trackServerName,
+} from '../../activities/gateway/caddy-driver.js';
 import { httpRoute } from '../../activities/gateway/gateway-api-driver.js';
 import { defaultBuildOptions } from '../../src/core/desired-state.js';
 import {
   collisionLosers,
+  delegatedHostnamesAnnotation,
+  delegatedPrefixesAnnotation,
+  delegationOf,
   findConflict,
+  needsDelegation,
   parseRouteId,
   prefixesCollide,
   routeId,
+  routeRefusal,
   routeSpec,
   wantsRoute,
 } from '../../src/core/route-rules.js';
@@ -168,5 +178,79 @@ describe('gateway validation', () => {
     expect(validateSpec({ ...spec, gateway: { pathPrefix: '/a//b' } }).join()).toMatch(/pathPrefix/);
     expect(validateSpec({ ...spec, gateway: { hostnames: ['not a host'] } }).join()).toMatch(/hostnames/);
     expect(validateSpec({ ...spec, gateway: { pathPrefix: '/ok/path', hostnames: ['*.example.com'] } })).toEqual([]);
+  });
+});
+
+describe('one gateway, many tenants', () => {
+  it('compares prefixes as Caddy matches them: letter case ignored (a route /Models answered /models/b/victim)', () => {
+    expect(prefixesCollide('/Models', '/models/b/victim')).toBe(true);
+    expect(prefixesCollide('/models/B/x', '/models/b/x/')).toBe(true);
+    expect(prefixesCollide('/MODELS/a', '/models/ab')).toBe(false);
+    const victim = {
+      id: 'machinemodel.b.victim.1',
+      owner: { namespace: 'b', name: 'victim', uid: '1' },
+      pathPrefix: '/models/b/victim',
+    };
+    expect(
+      findConflict(
+        routeSpec(
+          { namespace: 'a', name: 'x', uid: '2' },
+          { ...spec, gateway: { pathPrefix: '/Models' } },
+          defaultBuildOptions,
+        ),
+        [victim],
+      ),
+    ).toEqual({
+      kind: 'taken',
+      by: 'MachineModel b/victim',
+    });
+  });
+
+  const route = (namespace: string, pathPrefix: string, hostnames: string[] = []) => ({
+    namespace,
+    pathPrefix,
+    hostnames,
+  });
+  const none = delegationOf(undefined);
+
+  it('lets a namespace publish under /models/<namespace>/ and nowhere else without a delegation', () => {
+    expect(routeRefusal(route('a', '/models/a/clf'), none)).toBeUndefined();
+    expect(routeRefusal(route('a', '/Models/A/clf'), none)).toBeUndefined();
+    expect(needsDelegation(route('a', '/models/a/clf'))).toBe(false);
+    // Squatting another namespace's default URL, its whole space, the namespace root, everything.
+    for (const squat of ['/models/b/late', '/models/b', '/models/a', '/models', '/', '/MODELS/B/x', '/models/ab/x']) {
+      expect(needsDelegation(route('a', squat)), squat).toBe(true);
+      expect(routeRefusal(route('a', squat), none)?.reason, squat).toBe('PathNotAllowed');
+    }
+  });
+
+  it('takes further prefixes and hostnames from annotations on the Namespace, and nothing beyond them', () => {
+    const d = delegationOf({
+      [delegatedPrefixesAnnotation]: '/api/team-a, /v2/team-a ,not-a-path',
+      [delegatedHostnamesAnnotation]: 'models.team-a.example,*.acc.example',
+    });
+    expect(d).toEqual({
+      pathPrefixes: ['/api/team-a', '/v2/team-a'],
+      hostnames: ['models.team-a.example', '*.acc.example'],
+    });
+    expect(routeRefusal(route('a', '/api/team-a'), d)).toBeUndefined();
+    expect(routeRefusal(route('a', '/API/team-a/clf'), d)).toBeUndefined();
+    expect(routeRefusal(route('a', '/api/team-ab'), d)?.reason).toBe('PathNotAllowed');
+    expect(routeRefusal(route('a', '/api'), d)?.reason).toBe('PathNotAllowed');
+    expect(routeRefusal(route('a', '/models/a/x', ['models.team-a.example', 'x.acc.example']), d)).toBeUndefined();
+    const refused = routeRefusal(route('a', '/models/a/x', ['models.team-b.example', 'acc.example']), d);
+    expect(refused?.reason).toBe('HostnameNotAllowed');
+    expect(refused?.message).toContain('models.team-b.example, acc.example');
+    expect(routeRefusal(route('a', '/models/a/x', ['models.acc.example']), none)?.reason).toBe('HostnameNotAllowed');
+    expect(needsDelegation(route('a', '/models/a/x', ['h.example']))).toBe(true);
+  });
+
+  it("orders Caddy's routes by specificity, not age: a new route goes ahead of every shorter prefix", () => {
+    const r = (p?: string) => (p ? { match: [{ path: [p, `${p}/*`] }] } : { '@id': 'catch-all' });
+    const routes = [r('/models/b/victim'), r('/models/a'), r()];
+    expect(insertionIndex(routes, '/Models')).toBe(2);
+    expect(insertionIndex(routes, '/models/b/victim/long')).toBe(0);
+    expect(insertionIndex(routes, '/models/c/d')).toBe(1);
+    expect(insertionIndex([], '/x')).toBe(0);
   });
 });

@@ -1,0 +1,193 @@
+// Two tenants' namespaces, one Caddy, one Temporal, the operator as its ServiceAccount: what one tenant
+// (or any Pod that reaches Temporal) tries against the other. Each case was seen to succeed at 0842e78.
+import { randomUUID } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { CaddyDriver } from '../../activities/gateway/caddy-driver.js';
+import { request } from '../../activities/gateway/http.js';
+import {
+  delegatedHostnamesAnnotation,
+  delegatedPrefixesAnnotation,
+  type RouteSpec,
+} from '../../src/core/route-rules.js';
+import { CaddyProcess } from '../support/caddy-under-test.js';
+import { conditionOf, kubectlFor } from '../support/cluster.js';
+import { eventually } from '../support/eventually.js';
+import { machineModel } from '../support/models.js';
+import {
+  installCrds,
+  operatorLog,
+  startOperatorProcess,
+  temporalClient,
+  type OperatorProcess,
+} from '../support/operator-process.js';
+
+const stack = inject('stack');
+const k = kubectlFor(stack);
+const taskQueue = `mmo-${randomUUID()}`;
+let caddy: CaddyProcess;
+let operator: OperatorProcess;
+let a: string;
+let b: string;
+
+beforeAll(async () => {
+  installCrds(stack);
+  caddy = await CaddyProcess.create(stack);
+  a = k.createNamespace('tenant-a');
+  b = k.createNamespace('tenant-b');
+  operator = startOperatorProcess(
+    stack,
+    { MMO_NAMESPACES: `${a},${b}`, MMO_TASK_QUEUE: taskQueue, ...caddy.operatorEnv, MMO_GATEWAY_SWEEP_SECONDS: '3' },
+    'tenants',
+  );
+});
+
+afterAll(async () => {
+  await operator?.stop();
+  await caddy?.stop();
+});
+
+const gateway = (ns: string, name: string) => conditionOf(k.get('machinemodel', ns, name), 'GatewayRegistered');
+
+/** The model's GatewayRegistered condition once it has one with `status`. */
+function settled(ns: string, name: string, status: 'True' | 'False') {
+  return eventually<any>(
+    `${ns}/${name} GatewayRegistered=${status}`,
+    () => (gateway(ns, name)?.status === status ? gateway(ns, name) : undefined),
+    60_000,
+  );
+}
+
+describe("one tenant cannot take another's URLs on the shared gateway", () => {
+  it("refuses a prefix in another namespace's space, the root, or a capitalised /Models (seen: it answered every tenant's requests)", async () => {
+    k.apply(machineModel(b, 'victim'));
+    await settled(b, 'victim', 'True');
+    for (const [name, pathPrefix] of [
+      ['late', `/models/${b}/late`],
+      ['root', '/'],
+      ['capital', '/Models'],
+    ] as const) {
+      k.apply(machineModel(a, name, { gateway: { pathPrefix } }));
+      const c = await settled(a, name, 'False');
+      expect(c.reason, pathPrefix).toBe('PathNotAllowed');
+      expect(c.message).toContain(`outside /models/${a}/`);
+    }
+    // B's own name, taken first by A at 0842e78, is B's.
+    k.apply(machineModel(b, 'late'));
+    expect((await settled(b, 'late', 'True')).reason).toBe('Registered');
+    const prefixes = (await caddy.routes()).map((r) => r.match?.[0]?.path?.[0]).filter(Boolean);
+    expect(prefixes.sort()).toEqual([`/models/${b}/late`, `/models/${b}/victim`]);
+  });
+
+  it('publishes what an administrator delegated on the Namespace, once delegated, and compares prefixes case-blind', async () => {
+    k.apply(machineModel(a, 'api', { gateway: { pathPrefix: `/api/${a}/clf` } }));
+    expect((await settled(a, 'api', 'False')).reason).toBe('PathNotAllowed');
+    k.kubectl('annotate', 'namespace', a, `${delegatedPrefixesAnnotation}=/api/${a}`);
+    // The janitor's next sweep wakes the refused model, which reads its Namespace again.
+    expect((await settled(a, 'api', 'True')).reason).toBe('Registered');
+    k.apply(machineModel(a, 'api-shadow', { gateway: { pathPrefix: `/API/${a}/clf/v2` } }));
+    const c = await settled(a, 'api-shadow', 'False');
+    expect(c.reason).toBe('PathConflict');
+    expect(c.message).toContain(`MachineModel ${a}/api`);
+  });
+
+  it('takes hostnames only from the allow-list, and the shared listener keeps speaking plain HTTP (seen: 400, TLS)', async () => {
+    k.apply(machineModel(a, 'hosted', { gateway: { hostnames: ['models.acc.example'] } }));
+    expect((await settled(a, 'hosted', 'False')).reason).toBe('HostnameNotAllowed');
+    k.kubectl('annotate', 'namespace', a, `${delegatedHostnamesAnnotation}=*.acc.example`);
+    expect((await settled(a, 'hosted', 'True')).reason).toBe('Registered');
+    const https = await request('GET', `${caddy.adminURL}/config/apps/http/servers/machinemodels/automatic_https`);
+    expect(JSON.parse(https.body)).toMatchObject({ disable: true });
+    // The other tenant's request, in plain HTTP: the in-cluster upstream cannot be dialled from here (502), no TLS (400).
+    expect((await fetch(`${caddy.publicURL}/models/${b}/victim/v1/predict`)).status).toBe(502);
+    expect((await fetch(`${caddy.publicURL}/models/${b}/nobody`)).status).toBe(404);
+  });
+});
+
+describe("Caddy's route order", () => {
+  it('answers a request by its most specific prefix, whichever route came first', async () => {
+    // Two real upstreams, and the driver alone: a broad route published after a narrow one.
+    const servers = await Promise.all(
+      ['narrow', 'broad'].map(
+        (who) =>
+          new Promise<http.Server>((resolve) => {
+            const s = http.createServer((_req, res) => res.end(who));
+            s.listen(0, '127.0.0.1', () => resolve(s));
+          }),
+      ),
+    );
+    const driver = new CaddyDriver({
+      adminURL: caddy.adminURL,
+      server: 'machinemodels',
+      listen: caddy.operatorEnv.MMO_CADDY_LISTEN!,
+      publicURL: caddy.publicURL,
+    });
+    const route = (name: string, pathPrefix: string, server: http.Server): RouteSpec => ({
+      // Not an id of the operator's (its janitor would remove a route whose model does not exist).
+      id: `order-test-${name}`,
+      namespace: 'order',
+      name,
+      uid: 'u',
+      pathPrefix,
+      hostnames: [],
+      service: { name, namespace: 'order', port: (server.address() as AddressInfo).port, host: '127.0.0.1' },
+      protocol: 'http',
+    });
+    const narrow = route('narrow', '/order/team/victim', servers[0]!);
+    const broad = route('broad', '/ORDER', servers[1]!);
+    try {
+      await driver.put(narrow);
+      await driver.put(broad);
+      expect(await (await fetch(`${caddy.publicURL}/order/team/victim/x`)).text()).toBe('narrow');
+      expect(await (await fetch(`${caddy.publicURL}/order/other`)).text()).toBe('broad');
+    } finally {
+      for (const r of [narrow, broad]) await driver.remove(r.id, r);
+      for (const s of servers) s.close();
+    }
+  });
+});
+
+describe('Temporal is not a way in', () => {
+  it("refuses a rollout started by hand on the operator's task queue with an image no MachineModel names", async () => {
+    const plan = { strategy: 'Canary' as const, steps: [{ weight: 50 }] };
+    k.apply(machineModel(b, 'target', { rollout: plan }));
+    const mm = await eventually<any>('target Ready', () => {
+      const m = k.get('machinemodel', b, 'target');
+      return m?.status?.phase === 'Ready' ? m : undefined;
+    });
+    const ref = { namespace: b, name: 'target', uid: mm.metadata.uid as string };
+    const stable = { image: mm.spec.image as string, modelPath: mm.spec.modelPath as string };
+    const client = await temporalClient(stack);
+    const handle = await client.workflow.start('canaryRolloutWorkflow', {
+      taskQueue,
+      workflowId: `forged-${randomUUID()}`,
+      args: [
+        {
+          ref,
+          revision: { image: 'evil.example/miner:1', modelPath: stable.modelPath },
+          stable,
+          plan,
+          stableReplicas: 1,
+        },
+      ],
+    });
+    try {
+      await eventually(
+        'the refusal logged',
+        () => operatorLog(operator).find((l) => l.msg === 'refused a canary request the MachineModel does not back'),
+        30_000,
+      );
+      await sleep(2_000);
+      const images = k
+        .list('deployments', b)
+        .flatMap((d) => d.spec.template.spec.containers.map((c: { image: string }) => c.image));
+      expect(images).not.toContain('evil.example/miner:1');
+      expect(k.get('deployment', b, 'target-canary')).toBeUndefined();
+    } finally {
+      await handle.terminate('test over');
+      await client.connection.close();
+    }
+  });
+});
