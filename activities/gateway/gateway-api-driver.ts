@@ -4,12 +4,13 @@ import type { KubernetesObject } from '@kubernetes/client-node';
 import {
   apiVersion as modelApiVersion,
   childSelector,
+  isModelController,
   kind as modelKind,
   routeIdAnnotation,
   type ModelRef,
 } from '../../src/core/api.js';
 import { childLabels, isSubset } from '../../src/core/desired-state.js';
-import { parseRouteId, type ExistingRoute, type RouteSpec } from '../../src/core/route-rules.js';
+import { parseRouteId, routeId, type ExistingRoute, type RouteSpec } from '../../src/core/route-rules.js';
 import { ownershipOf } from '../../src/core/ownership.js';
 import { apiMessage, apiStatus } from '../../src/process/kube-errors.js';
 import type { KubeClient } from '../kube-client.js';
@@ -29,12 +30,51 @@ interface HTTPRoute extends KubernetesObject {
   };
 }
 
+/** The name of a model's HTTPRoute: the model's own, in the model's namespace. */
+export function httpRouteName(model: Pick<ModelRef, 'name'>): string {
+  return model.name;
+}
+
+/** What the ownership rule reads of an HTTPRoute. */
+export interface RouteMetadata {
+  metadata?: {
+    namespace?: string;
+    name?: string;
+    annotations?: Record<string, string>;
+    ownerReferences?: { apiVersion: string; kind: string; name: string; uid: string; controller?: boolean }[];
+  };
+}
+
+/**
+ * Whether an HTTPRoute is this model's route. Whoever may create HTTPRoutes in any namespace can copy
+ * our label and route-id annotation, so they do not count; all three of these must hold: the model's
+ * namespace, the name the operator gives its route, and a controller ownerReference to the model's uid.
+ */
+export function isModelRoute(route: RouteMetadata | undefined, model: ModelRef): boolean {
+  const m = route?.metadata;
+  if (!m || m.namespace !== model.namespace || m.name !== httpRouteName(model)) return false;
+  const controller = m.ownerReferences?.find((o) => o.controller);
+  return (
+    !!controller && isModelController(controller) && controller.uid === model.uid && controller.name === model.name
+  );
+}
+
+/**
+ * The MachineModel an HTTPRoute belongs to, or undefined when it is not the operator's (foreign). The
+ * route-id annotation only names the candidate; isModelRoute decides.
+ */
+export function routeOwner(route: RouteMetadata): ModelRef | undefined {
+  const id = route.metadata?.annotations?.[routeIdAnnotation];
+  const candidate = id ? parseRouteId(id) : undefined;
+  return candidate && isModelRoute(route, candidate) ? candidate : undefined;
+}
+
 export function httpRoute(route: RouteSpec, parent: GatewayApiOptions['parent']) {
   return {
     apiVersion: routeApiVersion,
     kind: 'HTTPRoute',
     metadata: {
-      name: route.name,
+      name: httpRouteName(route),
       namespace: route.namespace,
       labels: childLabels(route.name),
       annotations: { [routeIdAnnotation]: route.id },
@@ -120,8 +160,11 @@ export class GatewayApiDriver implements GatewayDriver {
         r.spec?.parentRefs?.some((p) => p.name === name && (p.namespace ?? r.metadata?.namespace) === namespace),
       )
       .map((r) => {
-        const id = r.metadata?.annotations?.[routeIdAnnotation] ?? `${r.metadata?.namespace}/${r.metadata?.name}`;
-        return { id, owner: parseRouteId(id), pathPrefix: r.spec?.rules?.[0]?.matches?.[0]?.path?.value ?? '/' };
+        const owner = routeOwner(r);
+        // A foreign route goes by its own namespace/name, so a forged annotation cannot stand in for a
+        // model's route id (the janitor's "route missing" check, removal by id).
+        const id = owner ? routeId(owner) : `${r.metadata?.namespace}/${r.metadata?.name}`;
+        return { id, owner, pathPrefix: r.spec?.rules?.[0]?.matches?.[0]?.path?.value ?? '/' };
       });
   }
 
@@ -137,32 +180,38 @@ export class GatewayApiDriver implements GatewayDriver {
         `the parent Gateway ${namespace}/${name} does not exist; create it or point --gateway-parent at an existing one`,
       );
     const desired = httpRoute(route, this.opts.parent);
+    const routeName = httpRouteName(route);
     const live = await this.kube
-      .read<HTTPRoute>(routeApiVersion, 'HTTPRoute', route.namespace, route.name)
+      .read<HTTPRoute>(routeApiVersion, 'HTTPRoute', route.namespace, routeName)
       .catch((err: unknown) => {
-        throw this.unavailable(err, `reading HTTPRoute ${route.namespace}/${route.name}`);
+        throw this.unavailable(err, `reading HTTPRoute ${route.namespace}/${routeName}`);
       });
     if (ownershipOf(live as Parameters<typeof ownershipOf>[0], route) === 'foreign') {
       throw new GatewayMisconfigured(
-        `HTTPRoute ${route.namespace}/${route.name} exists and is not owned by this MachineModel`,
+        `HTTPRoute ${route.namespace}/${routeName} exists and is not owned by this MachineModel`,
       );
     }
     if (live && isSubset(desired, live)) return false;
     await this.kube.apply(desired).catch((err: unknown) => {
-      throw this.unavailable(err, `applying HTTPRoute ${route.namespace}/${route.name}`);
+      throw this.unavailable(err, `applying HTTPRoute ${route.namespace}/${routeName}`);
     });
     return true;
   }
 
   async remove(id: string, owner: ModelRef): Promise<boolean> {
+    const name = httpRouteName(owner);
     const live = await this.kube
-      .read<HTTPRoute>(routeApiVersion, 'HTTPRoute', owner.namespace, owner.name)
+      .read<HTTPRoute>(routeApiVersion, 'HTTPRoute', owner.namespace, name)
       .catch((err: unknown) => {
-        throw this.unavailable(err, `reading HTTPRoute ${owner.namespace}/${owner.name}`);
+        throw this.unavailable(err, `reading HTTPRoute ${owner.namespace}/${name}`);
       });
-    if (!live || live.metadata?.annotations?.[routeIdAnnotation] !== id) return false;
-    await this.kube.delete(live, live.metadata?.uid).catch((err: unknown) => {
-      throw this.unavailable(err, `deleting HTTPRoute ${owner.namespace}/${owner.name}`);
+    // Re-checked on the object itself: never delete a route that only looks like this model's.
+    const actual = live && routeOwner(live);
+    const uid = live?.metadata?.uid;
+    if (!actual || !uid || routeId(actual) !== id || id !== routeId(owner)) return false;
+    // The uid precondition: if the route was replaced since it was read, the apiserver refuses.
+    await this.kube.delete(live, uid).catch((err: unknown) => {
+      throw this.unavailable(err, `deleting HTTPRoute ${owner.namespace}/${name}`);
     });
     return true;
   }

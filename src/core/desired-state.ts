@@ -98,6 +98,13 @@ function metadata(ref: ModelRef) {
 }
 
 /**
+ * What the `restricted` Pod Security Standard asks of a Pod and its containers, so models run in
+ * namespaces that enforce it. The image must run as a numeric non-root user (USER 65532 in ours).
+ */
+const restrictedPod = { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } };
+const restrictedContainer = { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } };
+
+/**
  * The Deployment. A fixed size (`spec.replicas`) is what it says. Without an autoscaler the operator
  * owns `replicas` (= minReplicas). With one it keeps whatever the autoscaler chose (`liveReplicas`),
  * clamped to the bounds, so the two never fight.
@@ -125,9 +132,13 @@ export function buildDeployment(ref: ModelRef, spec: MachineModelSpec, opts: Bui
       template: {
         metadata: { labels: childLabels(ref.name) },
         spec: {
+          // A model server needs no Kubernetes API: no token to steal from it.
+          automountServiceAccountToken: false,
+          securityContext: restrictedPod,
           containers: [
             {
               name: 'model',
+              securityContext: restrictedContainer,
               image: s.image,
               env: [
                 { name: 'MODEL_PATH', value: s.modelPath },

@@ -59,15 +59,6 @@ function writeOverlay(): void {
         image('caddy:2.11.7', caddyImage.ref),
       ],
       patches: [
-        // The shared test stack keeps the CRD (other tests' models use it): the overlay leaves it out.
-        {
-          patch: YAML.stringify({
-            apiVersion: 'apiextensions.k8s.io/v1',
-            kind: 'CustomResourceDefinition',
-            metadata: { name: 'machinemodels.stable.example.com' },
-            $patch: 'delete',
-          }),
-        },
         annotate('machinemodel-system'),
         annotate('temporal'),
         annotate('machinemodel-gateway'),

@@ -53,6 +53,8 @@ describe.skipIf(!stack.realNode)(`models on the real node (${stack.simulatedOnly
     installCrds(stack);
     caddy = await CaddyProcess.create(stack);
     ns = k.createRealNodeNamespace('real');
+    // Every model here runs as the restricted Pod Security Standard asks, the reference server included.
+    kubectlRun(stack, ['label', 'namespace', ns, 'pod-security.kubernetes.io/enforce=restricted']);
     operator = startOperatorProcess(
       stack,
       {

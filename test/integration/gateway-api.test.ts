@@ -1,13 +1,33 @@
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { GatewayApiDriver } from '../../activities/gateway/gateway-api-driver.js';
+import { createActivities } from '../../activities/index.js';
+import { KubeClient } from '../../activities/kube-client.js';
+import { routeIdAnnotation } from '../../src/core/api.js';
+import { childLabels, defaultBuildOptions } from '../../src/core/desired-state.js';
+import {
+  delegatedHostnamesAnnotation,
+  delegatedPrefixesAnnotation,
+  routeId,
+  type ExistingRoute,
+} from '../../src/core/route-rules.js';
 import { gatewayApiCrdFiles } from '../../tools/local-stack/gateway-api-crds.js';
+import { janitorSweepSignal, janitorWorkflowId } from '../../workflows/definitions.js';
 import { conditionOf, kubectlFor } from '../support/cluster.js';
 import { eventually } from '../support/eventually.js';
 import { machineModel } from '../support/models.js';
-import { installCrds, startOperatorProcess, type OperatorProcess } from '../support/operator-process.js';
+import {
+  installCrds,
+  startOperatorProcess,
+  temporalClient,
+  type OperatorProcess,
+} from '../support/operator-process.js';
 
 const stack = inject('stack');
 const k = kubectlFor(stack);
+const taskQueue = `mmo-${randomUUID()}`;
 let operator: OperatorProcess;
 let ns: string;
 let gwNs: string;
@@ -33,11 +53,14 @@ beforeAll(() => {
     },
   });
   ns = k.createNamespace('httproute');
+  // Tests below publish outside /models/<namespace>/ and on a hostname, as an administrator may allow.
+  k.kubectl('annotate', 'namespace', ns, `${delegatedPrefixesAnnotation}=/api/shared,/v2/moving`);
+  k.kubectl('annotate', 'namespace', ns, `${delegatedHostnamesAnnotation}=models.example.com`);
   operator = startOperatorProcess(
     stack,
     {
       MMO_NAMESPACES: ns,
-      MMO_TASK_QUEUE: `mmo-${randomUUID()}`,
+      MMO_TASK_QUEUE: taskQueue,
       MMO_GATEWAY: 'gateway-api',
       MMO_GATEWAY_PARENT: `${gwNs}/public`,
       MMO_GATEWAY_PUBLIC_URL: 'https://api.example.com',
@@ -205,4 +228,118 @@ describe('bad Gateway API configuration', () => {
       await op.stop();
     }
   });
+});
+
+/**
+ * Asks the suite's gateway janitor for a sweep and waits until a whole sweep ran after the ask: a sweep
+ * ends with its removals, so the second inspection scheduled after the ask closes the first.
+ */
+async function janitorSwept(): Promise<void> {
+  const client = await temporalClient(stack);
+  try {
+    const id = janitorWorkflowId(taskQueue);
+    const inspections = async () => {
+      const { runId } = await client.workflow.getHandle(id).describe();
+      const { events } = await client.workflow.getHandle(id, runId).fetchHistory();
+      const n = (events ?? []).filter(
+        (e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'inspectGateway',
+      ).length;
+      return { runId, n };
+    };
+    const before = await inspections();
+    await eventually(
+      'a whole janitor sweep after the ask',
+      async () => {
+        // Asked again each time: a request that arrives during a sweep is cleared when that sweep ends.
+        await client.workflow.getHandle(id).signal(janitorSweepSignal);
+        await sleep(500);
+        const now = await inspections();
+        // A run continued-as-new meanwhile began after the ask.
+        return now.n >= (now.runId === before.runId ? before.n : 0) + 2;
+      },
+      60_000,
+    );
+  } finally {
+    await client.connection.close();
+  }
+}
+
+describe("HTTPRoutes that only look like the operator's", () => {
+  it("a forged HTTPRoute in another tenant's namespace, naming this model, is not taken for its route, and neither is removed", async () => {
+    // Tenant A's published model.
+    k.apply(machineModel(ns, 'victim'));
+    const mm = await eventually<any>(
+      'victim registered',
+      () => {
+        const m = k.get('machinemodel', ns, 'victim');
+        return conditionOf(m, 'GatewayRegistered')?.status === 'True' ? m : undefined;
+      },
+      60_000,
+    );
+    const ref = { namespace: ns, name: 'victim', uid: mm.metadata.uid as string };
+    const real = k.get('httproute', ns, 'victim');
+
+    // Tenant B may create HTTPRoutes in its own namespace: the operator's labels and route-id annotation
+    // naming A's model, once with A's exact route id, once with an earlier uid (an orphan by its annotation).
+    // Paths of their own: a colliding path is a PathConflict by design, a different matter. No
+    // ownerReference: one to A's uid from another namespace is the garbage collector's to remove.
+    const tenantB = k.createNamespace('tenant-b');
+    const stale = { ...ref, uid: randomUUID() };
+    const forgedPrefix = `/forged/${tenantB}/`;
+    const forgery = (name: string, id: string) => ({
+      apiVersion: 'gateway.networking.k8s.io/v1',
+      kind: 'HTTPRoute',
+      metadata: { name, namespace: tenantB, labels: childLabels('victim'), annotations: { [routeIdAnnotation]: id } },
+      spec: {
+        parentRefs: [{ group: 'gateway.networking.k8s.io', kind: 'Gateway', name: 'public', namespace: gwNs }],
+        rules: [
+          {
+            matches: [{ path: { type: 'PathPrefix', value: `${forgedPrefix}${name}` } }],
+            backendRefs: [{ name: 'victim', port: 80 }],
+          },
+        ],
+      },
+    });
+    k.apply([forgery('victim', routeId(ref)), forgery('victim-stale', routeId(stale))]);
+    const forgedUids = ['victim', 'victim-stale'].map((n) => k.get('httproute', tenantB, n).metadata.uid);
+    const forged = (routes: ExistingRoute[]) =>
+      routes.filter((r) => r.pathPrefix.startsWith(forgedPrefix)).sort((x, y) => x.id.localeCompare(y.id));
+
+    // The driver and the janitor's activities themselves, against the real apiserver.
+    const kc = new KubeConfig();
+    kc.loadFromFile(stack.kubeconfig);
+    const kube = new KubeClient(kc);
+    const driver = new GatewayApiDriver(kube, {
+      parent: { namespace: gwNs, name: 'public' },
+      publicURL: 'https://api.example.com',
+    });
+    const listed = await driver.list();
+    expect(listed).toContainEqual({ id: routeId(ref), owner: ref, pathPrefix: `/models/${ns}/victim` });
+    // Foreign: no owner, and known by their own names rather than the ids they claim.
+    expect(forged(listed)).toEqual([
+      { id: `${tenantB}/victim`, owner: undefined, pathPrefix: `${forgedPrefix}victim` },
+      { id: `${tenantB}/victim-stale`, owner: undefined, pathPrefix: `${forgedPrefix}victim-stale` },
+    ]);
+    // Removal by the id a forged route claims, or by the stale id: refused, nothing deleted.
+    expect(await driver.remove(routeId(ref), { ...ref, namespace: tenantB })).toBe(false);
+    expect(await driver.remove(routeId(stale), stale)).toBe(false);
+
+    const acts = createActivities({ kube, build: defaultBuildOptions, gateway: driver });
+    const { orphans, collisions } = await acts.inspectGateway();
+    expect(forged(orphans)).toEqual([]);
+    expect(forged(collisions)).toEqual([]);
+    expect(
+      await acts.removeOrphanRoute({ id: routeId(stale), owner: stale, pathPrefix: `${forgedPrefix}victim-stale` }),
+    ).toEqual({ removed: false });
+    // A's own round sees the forged routes beside its own and keeps its route.
+    const round = await acts.registerRoute((await acts.readModel({ namespace: ns, name: 'victim' }))!);
+    expect(round.registered).toBe(true);
+    expect(round.changes.filter((c) => /removed|withdrawn/.test(c))).toEqual([]);
+
+    // And the operator's running janitor, after a whole sweep.
+    await janitorSwept();
+    expect(k.get('httproute', ns, 'victim')?.metadata.uid).toBe(real.metadata.uid);
+    expect(['victim', 'victim-stale'].map((n) => k.get('httproute', tenantB, n)?.metadata.uid)).toEqual(forgedUids);
+    expect(conditionOf(k.get('machinemodel', ns, 'victim'), 'GatewayRegistered')?.status).toBe('True');
+  }, 180_000);
 });

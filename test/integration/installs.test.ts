@@ -1,7 +1,8 @@
 // The in-cluster installs (kubectl apply -k deploy/installs/...) as the real apiserver judges them, the
-// operator's settings in each as the operator reads them, and the all-in-one Temporal server's command
-// and search-attribute Job run as written with the same Temporal CLI version as their image. No image
-// is built or run here (no container engine), so the Deployments are checked by server-side dry run.
+// operator's settings in each as the operator reads them, what each leaves out (the CRD, shipped apart)
+// and who may reach the all-in-one Temporal, and the all-in-one Temporal server's command and
+// search-attribute Job run as written with the same Temporal CLI version as their image. No image is
+// built or run here (no container engine), so the Deployments are checked by server-side dry run.
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -50,6 +51,12 @@ const render = (dir: string) =>
   YAML.parseAllDocuments(kubectlRun(stack, ['kustomize', dir])).map((d) => d.toJS() as Rendered);
 const find = (objects: Rendered[], kind: string, name: string) =>
   objects.find((o) => o.kind === kind && o.metadata.name === name)!;
+/** Namespaced objects need their namespace to exist, even in a dry run. */
+const applyNamespaces = (objects: Rendered[]) => {
+  for (const ns of objects.filter((o) => o.kind === 'Namespace')) {
+    kubectlRun(stack, ['apply', '-f', '-'], JSON.stringify(ns));
+  }
+};
 
 /** The operator's configuration from its container's environment (Secret values stand in as placeholders). */
 function operatorConfigOf(container: any): { config: OperatorConfig; env: Record<string, string> } {
@@ -76,10 +83,7 @@ describe.each(Object.entries(installs))('install %s', (name, dir) => {
   const container = pod.containers[0];
 
   it('is accepted by the apiserver with strict field validation', () => {
-    // Namespaced objects need their namespace to exist, even in a dry run.
-    for (const ns of objects.filter((o) => o.kind === 'Namespace')) {
-      kubectlRun(stack, ['apply', '-f', '-'], JSON.stringify(ns));
-    }
+    applyNamespaces(objects);
     const out = kubectlRun(stack, [
       'apply',
       '-k',
@@ -91,6 +95,10 @@ describe.each(Object.entries(installs))('install %s', (name, dir) => {
     ]);
     expect(out).toContain('deployment.apps/machinemodel-operator serverside-applied (server dry run)');
     expect(out).toContain('poddisruptionbudget.policy/machinemodel-operator serverside-applied (server dry run)');
+  });
+
+  it('brings no CustomResourceDefinition, so deleting it leaves the CRD, every model and its workloads', () => {
+    expect(objects.filter((o) => o.kind === 'CustomResourceDefinition').map((o) => o.metadata.name)).toEqual([]);
   });
 
   it('sets only what the operator reads, probes the port it serves /healthz and /readyz on, names the SDK metrics port', () => {
@@ -137,6 +145,14 @@ describe.each(Object.entries(installs))('install %s', (name, dir) => {
   });
 });
 
+describe('the CRD, shipped apart from the installs', () => {
+  it('is what `kubectl apply --server-side -k crds` applies, and nothing else', () => {
+    expect(render(repo('crds')).map((o) => `${o.kind}/${o.metadata.name}`)).toEqual([
+      'CustomResourceDefinition/machinemodels.stable.example.com',
+    ]);
+  });
+});
+
 describe('the connection settings of each install', () => {
   const configOf = (dir: string) => {
     const objects = render(dir);
@@ -176,21 +192,78 @@ describe('the connection settings of each install', () => {
     );
   });
 
-  it('existing-temporal: the API key comes from a Secret, and with it TLS', () => {
-    const { config, env } = configOf(installs['existing-temporal']!);
-    expect(env.TEMPORAL_API_KEY).toContain('secretKeyRef');
+  it('existing-temporal: the API key comes from a Secret the operator does not start without, and with it TLS', () => {
+    const { deployment, config } = configOf(installs['existing-temporal']!);
+    const apiKey = deployment.spec.template.spec.containers[0].env.find(
+      (e: { name: string }) => e.name === 'TEMPORAL_API_KEY',
+    );
+    // Not optional: a missing Secret stops the container from starting instead of meaning plain text.
+    expect(apiKey.valueFrom).toEqual({ secretKeyRef: { name: 'temporal-api-key', key: 'api-key', optional: false } });
     expect(config.temporal.apiKey).toBeTruthy();
     expect(config.temporal.tls).toBeDefined();
   });
 
-  it('with mTLS: the client certificate and key are files from the mounted Secret', () => {
-    const { deployment, config } = configOf(installs['existing-temporal with mTLS']!);
+  it('with mTLS: the client certificate and key are files from the mounted Secret, instead of the API key', () => {
+    const { deployment, config, env } = configOf(installs['existing-temporal with mTLS']!);
+    expect(env.TEMPORAL_API_KEY).toBeUndefined();
+    expect(config.temporal.apiKey).toBeUndefined();
     const pod = deployment.spec.template.spec;
     const mount = pod.containers[0].volumeMounts.find((m: { name: string }) => m.name === 'temporal-tls');
     const volume = pod.volumes.find((v: { name: string }) => v.name === 'temporal-tls');
     expect(volume.secret.secretName).toBe('temporal-mtls');
     expect(config.temporal.tls?.certFile).toBe(path.join(mount.mountPath, 'tls.crt'));
     expect(config.temporal.tls?.keyFile).toBe(path.join(mount.mountPath, 'tls.key'));
+  });
+});
+
+describe('who may reach the all-in-one Temporal (it has no authentication)', () => {
+  const objects = render(installs['all-in-one']!);
+  const temporal = find(objects, 'Deployment', 'temporal');
+  const operator = find(objects, 'Deployment', 'machinemodel-operator');
+  const job = find(objects, 'Job', 'temporal-search-attributes');
+  const policies = objects.filter((o) => o.kind === 'NetworkPolicy' && o.metadata.namespace === 'temporal');
+
+  it("selects the Temporal Pods and admits to the frontend's port only the operator, the Job and Temporal itself", () => {
+    expect(policies).toHaveLength(1);
+    const policy = policies[0]!;
+    expect(temporal.metadata.namespace).toBe(policy.metadata.namespace);
+    expect(policy.spec.podSelector).toEqual({ matchLabels: temporal.spec.template.metadata.labels });
+    expect(policy.spec.policyTypes).toEqual(['Ingress']);
+    // The operator dials the frontend Service, whose target is the one port admitted.
+    const frontend = find(objects, 'Service', 'temporal-frontend');
+    expect(frontend.spec.selector).toEqual(temporal.spec.template.metadata.labels);
+    expect(frontend.spec.ports.map((p: { targetPort: string }) => p.targetPort)).toEqual(['grpc']);
+    expect(policy.spec.ingress).toEqual([
+      {
+        ports: [{ port: 'grpc' }],
+        from: [
+          {
+            namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': operator.metadata.namespace } },
+            podSelector: { matchLabels: operator.spec.template.metadata.labels },
+          },
+          { podSelector: { matchLabels: { 'batch.kubernetes.io/job-name': job.metadata.name } } },
+          { podSelector: { matchLabels: temporal.spec.template.metadata.labels } },
+        ],
+      },
+    ]);
+    expect(job.metadata.namespace).toBe(policy.metadata.namespace);
+  });
+
+  it('admits nothing to the Web UI: it is reached by kubectl port-forward, through the kubelet', () => {
+    const ui = find(objects, 'Service', 'temporal-web').spec.ports[0].targetPort;
+    expect(temporal.spec.template.spec.containers[0].ports.map((p: { name: string }) => p.name)).toContain(ui);
+    const admitted = policies.flatMap((p) => p.spec.ingress.flatMap((r: { ports?: { port: string }[] }) => r.ports));
+    expect(admitted).not.toContain(undefined); // a rule without ports would admit every port
+    expect(admitted.map((p) => p.port)).not.toContain(ui);
+  });
+
+  it("matches the label the apiserver puts on the search-attribute Job's Pods", () => {
+    // In namespace default: the shared stack's namespace temporal may hold the end-to-end test's Job.
+    const dryRun = { ...job, metadata: { ...job.metadata, namespace: 'default' } };
+    const created = JSON.parse(
+      kubectlRun(stack, ['create', '--dry-run=server', '-o', 'json', '-f', '-'], JSON.stringify(dryRun)),
+    ) as Rendered;
+    expect(created.spec.template.metadata.labels).toMatchObject({ 'batch.kubernetes.io/job-name': job.metadata.name });
   });
 });
 

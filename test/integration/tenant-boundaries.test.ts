@@ -106,6 +106,26 @@ describe("one tenant cannot take another's URLs on the shared gateway", () => {
   });
 });
 
+describe('a namespace that enforces the restricted Pod Security Standard', () => {
+  it("admits the model's Pods: the model gets Ready (seen: every Pod refused, never Ready)", async () => {
+    const ns = k.createNamespace('restricted');
+    k.kubectl('label', 'namespace', ns, 'pod-security.kubernetes.io/enforce=restricted');
+    const own = startOperatorProcess(
+      stack,
+      { MMO_NAMESPACES: ns, MMO_TASK_QUEUE: `mmo-${randomUUID()}` },
+      'restricted',
+    );
+    try {
+      k.apply(machineModel(ns, 'hardened', { replicas: 2 }));
+      await eventually('Ready', () => (k.phaseOf(ns, 'hardened') === 'Ready' ? true : undefined), 60_000);
+      expect(k.list('pods', ns).map((p) => p.spec.automountServiceAccountToken)).toEqual([false, false]);
+    } finally {
+      await own.stop();
+      k.kubectl('delete', 'namespace', ns, '--wait=false');
+    }
+  });
+});
+
 describe("Caddy's route order", () => {
   it('answers a request by its most specific prefix, whichever route came first', async () => {
     // Two real upstreams, and the driver alone: a broad route published after a narrow one.

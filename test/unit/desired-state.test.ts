@@ -9,6 +9,7 @@ import {
   wantsAutoscaler,
 } from '../../src/core/desired-state.js';
 import { ownershipOf } from '../../src/core/ownership.js';
+import { buildCanaryDeployment } from '../../src/core/canary-state.js';
 import { seedExample } from '../support/models.js';
 
 const ref = { namespace: 'ml', name: 'image-classifier-v1', uid: 'uid-1' };
@@ -17,6 +18,20 @@ const spec = seedExample.spec;
 describe('desired state of the seed example', () => {
   const d = buildDeployment(ref, spec, defaultBuildOptions);
   const c = d.spec.template.spec.containers[0]!;
+
+  it("passes the restricted Pod Security Standard and mounts no ServiceAccount token (the canary's too)", () => {
+    for (const pod of [
+      d.spec.template.spec,
+      buildCanaryDeployment(ref, spec, { image: 'r/m:2', modelPath: '/m' }, 1, defaultBuildOptions).spec.template.spec,
+    ]) {
+      expect(pod.automountServiceAccountToken).toBe(false);
+      expect(pod.securityContext).toEqual({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
+      expect(pod.containers[0]!.securityContext).toEqual({
+        allowPrivilegeEscalation: false,
+        capabilities: { drop: ['ALL'] },
+      });
+    }
+  });
 
   it('labels and owns every child', () => {
     for (const obj of [d, buildService(ref, spec), buildAutoscaler(ref, spec, defaultBuildOptions)]) {
