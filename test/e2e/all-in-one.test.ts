@@ -148,12 +148,13 @@ describe.skipIf(!stack.realNode)(
         },
         120_000,
       );
-      await eventually('the gateway Ready', () => allReady(pods('machinemodel-gateway'), 1), 120_000);
       const operators = await eventually(
         'both operator replicas Ready on /readyz',
         () => allReady(pods('machinemodel-system'), 2),
         180_000,
       );
+      // Ready once it serves the models' listener, which the operator gives it.
+      await eventually('the gateway Ready', () => allReady(pods('machinemodel-gateway'), 1), 120_000);
       for (const p of operators) {
         expect(p.spec.nodeName).toBe(realNodeName);
         expect(p.spec.securityContext).toMatchObject({ runAsNonRoot: true, runAsUser: 65532 });

@@ -1,7 +1,7 @@
 // A real Caddy on loopback for the main job and the tests: the local API gateway whose admin API the
 // operator drives. Stoppable and restartable on the same ports.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, openSync, writeFileSync } from 'node:fs';
+import { mkdirSync, openSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from '../../activities/gateway/http.js';
@@ -35,14 +35,25 @@ export class CaddyProcess {
     };
   }
 
-  async start(): Promise<void> {
+  /** Where Caddy autosaves every config the operator gives it, apart for each instance. */
+  private get configHome(): string {
+    return path.join(this.dir, `caddy-${this.adminPort}-config`);
+  }
+
+  /**
+   * Starts Caddy with the config it last autosaved (`--resume`: a restarted gateway serves every route
+   * at once, as the in-cluster one does), or with the admin API only the first time or when `empty`
+   * (a gateway that lost its state, as a Pod on another node does).
+   */
+  async start(opts: { empty?: boolean } = {}): Promise<void> {
     mkdirSync(this.dir, { recursive: true });
+    if (opts.empty) rmSync(this.configHome, { recursive: true, force: true });
     const config = path.join(this.dir, `caddy-${this.adminPort}.json`);
     writeFileSync(config, JSON.stringify({ admin: { listen: `127.0.0.1:${this.adminPort}` } }));
     const log = openSync(path.join(this.dir, `caddy-${this.adminPort}.log`), 'a');
-    this.child = spawn(this.binary, ['run', '--config', config], {
+    this.child = spawn(this.binary, ['run', '--config', config, '--resume'], {
       stdio: ['ignore', log, log],
-      env: { ...process.env, HOME: this.dir },
+      env: { ...process.env, HOME: this.dir, XDG_CONFIG_HOME: this.configHome },
     });
     for (let i = 0; i < 100; i++) {
       const ok = await request('GET', `${this.adminURL}/config/`).then(
@@ -56,11 +67,11 @@ export class CaddyProcess {
     throw new Error(`caddy did not start: see ${path.join(this.dir, `caddy-${this.adminPort}.log`)}`);
   }
 
-  async stop(): Promise<void> {
+  async stop(signal: 'SIGTERM' | 'SIGKILL' = 'SIGTERM'): Promise<void> {
     const child = this.child;
     if (!child || child.exitCode !== null) return;
     const exited = new Promise((r) => child.once('exit', r));
-    child.kill('SIGTERM');
+    child.kill(signal);
     await exited;
   }
 }
