@@ -9,7 +9,7 @@ import { containerTroubles } from '../src/core/container-troubles.js';
 import { isSubset } from '../src/core/desired-state.js';
 import { ownershipOf } from '../src/core/ownership.js';
 import { readinessOf } from '../src/core/readiness.js';
-import { routeId, routeSpec, wantsRoute } from '../src/core/route-rules.js';
+import { matchedPrefix, routeId, routeSpec, wantsRoute } from '../src/core/route-rules.js';
 import { canaryRequestRefusal, type CanaryHealth, type Revision, type TrafficSample } from '../src/core/rollout.js';
 import { isReady } from '../src/core/status.js';
 import type { ActivityDeps } from './deps.js';
@@ -101,7 +101,9 @@ export function setCanaryWeightActivity({ kube, build, gateway }: ActivityDeps) 
     let model;
     try {
       model = await kube.getModel(ref.namespace, ref.name);
-      if (!model || model.metadata.uid !== ref.uid) return { changed: false };
+      // A model being deleted has no route to split: its workflow unpublished it (a cancelled rollout's
+      // last step would otherwise put it back).
+      if (!model || model.metadata.uid !== ref.uid || model.metadata.deletionTimestamp) return { changed: false };
       refuseDisagreement(ref, model.spec, { weight });
       const service = await kube.read('v1', 'Service', ref.namespace, name);
       if (service) {
@@ -121,7 +123,13 @@ export function setCanaryWeightActivity({ kube, build, gateway }: ActivityDeps) 
     }
     if (!gateway || !wantsRoute(model.spec)) return { changed: false };
     try {
-      return { changed: await gateway.put(routeSpec(ref, model.spec, build, weight)) };
+      // Only the route the model's round published (its checks passed) is split; none is created here.
+      const route = routeSpec(ref, model.spec, build, weight);
+      const published = (await gateway.list()).some(
+        (r) => r.id === route.id && matchedPrefix(r.pathPrefix) === matchedPrefix(route.pathPrefix),
+      );
+      if (!published) return { changed: false };
+      return { changed: await gateway.put(route) };
     } catch (err) {
       throw gatewayFailure(err, `splitting the route of MachineModel ${ref.namespace}/${ref.name}`);
     }

@@ -275,7 +275,11 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
           break;
         }
         case 'waiting':
-          return undefined;
+          // Not ready at the end of its step: unjudged, so not passed. Its share goes back to the
+          // stable revision, and the step starts again once it is ready (or fails at the deadline).
+          note(`${stepLabel}: ${verdict.detail} at the end of the step; waiting again`);
+          await setWeight(0);
+          break;
       }
     }
   }

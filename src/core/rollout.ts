@@ -183,10 +183,11 @@ export type CanaryVerdict =
 const percent = (x: number) => `${Math.round(x * 10) / 10}%`;
 
 /**
- * The canary's verdict now. Readiness first: a canary that crashes, cannot pull its image or cannot
- * start fails at once; one that is still loading is waited for. The error rate is judged over the
- * step's requests, where the gateway reports them: during the step it fails the canary as soon as
- * enough requests came to judge; at the end of the step (`endOfStep`) too few leave it to a person.
+ * The canary's verdict now. A canary that crashes, cannot pull its image or cannot start fails at
+ * once. The error rate is judged over the step's requests, where the gateway reports them, as soon as
+ * enough came, ready or not. Otherwise a canary not ready is waited for (never passed: at the end of
+ * its step the rollout waits again, under the ready deadline); at the end of the step (`endOfStep`)
+ * too few requests leave it to a person.
  */
 export function judgeCanary(
   analysis: RolloutAnalysis | undefined,
@@ -197,12 +198,20 @@ export function judgeCanary(
   if (health.trouble && needsAPerson(health.trouble)) {
     return { kind: 'failed', check: 'Ready', message: `canary not ready: ${describeTrouble(health.trouble)}` };
   }
+  const max = analysis?.maxErrorRatePercent;
+  const t = health.traffic;
+  // Errors count whatever the readiness: a canary whose Pods turn unready answers its share with 502s.
+  if (max !== undefined && t && t.requests > 0 && t.requests >= (analysis?.minRequests ?? 0)) {
+    const rate = (t.errors / t.requests) * 100;
+    if (rate > max) {
+      const numbers = `${t.errors} of ${t.requests} requests answered 5xx (${percent(rate)}, at most ${max}%)`;
+      return { kind: 'failed', check: 'ErrorRate', message: `canary error rate too high: ${numbers}` };
+    }
+  }
   if (health.readyReplicas < health.desiredReplicas) {
     const why = health.trouble ? `: ${describeTrouble(health.trouble)}` : '';
     return { kind: 'waiting', detail: `canary ${ready}${why}` };
   }
-  const max = analysis?.maxErrorRatePercent;
-  const t = health.traffic;
   if (max === undefined || (!endOfStep && !t)) return { kind: 'healthy', detail: `canary ${ready}` };
   if (!t) return { kind: 'healthy', detail: `canary ${ready}; the gateway does not report its error rate` };
   const min = analysis?.minRequests ?? 0;

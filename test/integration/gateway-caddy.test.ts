@@ -152,6 +152,7 @@ describe('publication on a real Caddy through its admin API', () => {
     // The activities themselves, against this Caddy and the real apiserver, in a namespace no operator
     // watches: both registrations run concurrently, so both may pass the conflict check before either writes.
     const racing = k.createNamespace('caddy-race');
+    k.kubectl('annotate', 'namespace', racing, `${delegatedPrefixesAnnotation}=/racing`);
     const kc = new KubeConfig();
     kc.loadFromFile(stack.kubeconfig);
     const driver = new CaddyDriver({
@@ -226,6 +227,33 @@ describe('publication on a real Caddy through its admin API', () => {
       async () => ((await caddy.routes()).some((r) => r['@id'] === orphan) ? undefined : true),
       60_000,
     );
+  });
+});
+
+describe('a deleted model', () => {
+  it("gets no route back from its cancelled rollout's last weight step (bug: the route came back until the next sweep)", async () => {
+    // The activity itself, in a namespace no operator watches, on a model held by its finalizer.
+    const held = k.createNamespace('caddy-held');
+    const kc = new KubeConfig();
+    kc.loadFromFile(stack.kubeconfig);
+    const driver = new CaddyDriver({
+      adminURL: caddy.adminURL,
+      server: 'machinemodels',
+      listen: `127.0.0.1:${caddy.httpPort}`,
+      publicURL: caddy.publicURL,
+    });
+    const acts = createActivities({ kube: new KubeClient(kc), build: defaultBuildOptions, gateway: driver });
+    const rollout = { strategy: 'Canary' as const, steps: [{ weight: 50 }] };
+    k.apply(machineModel(held, 'going', { rollout }, { finalizers: ['stable.example.com/cleanup'] }));
+    k.kubectl('-n', held, 'delete', 'mm', 'going', '--wait=false');
+    const mm = await eventually<any>('deletion under way', () => {
+      const m = k.get('machinemodel', held, 'going');
+      return m?.metadata?.deletionTimestamp ? m : undefined;
+    });
+    const ref = { namespace: held, name: 'going', uid: mm.metadata.uid as string };
+    expect(await acts.setCanaryWeight({ ref, weight: 0 })).toEqual({ changed: false });
+    expect((await caddy.routes()).some((r) => r['@id'] === routeId(ref))).toBe(false);
+    k.kubectl('-n', held, 'patch', 'mm', 'going', '--type=merge', '-p', '{"metadata":{"finalizers":null}}');
   });
 });
 

@@ -126,6 +126,27 @@ describe('a namespace that enforces the restricted Pod Security Standard', () =>
   });
 });
 
+describe('a rollout is not a way around the checks', () => {
+  it("splits only a route the model's round published: a refused prefix stays off the gateway through a whole rollout", async () => {
+    const rollout = { strategy: 'Canary' as const, steps: [{ weight: 50 }] };
+    const squat = { pathPrefix: `/models/${b}/rolled` };
+    k.apply(machineModel(a, 'rolled', { image: 'registry.example/m:1', rollout, gateway: squat }));
+    expect((await settled(a, 'rolled', 'False')).reason).toBe('PathNotAllowed');
+    k.apply(machineModel(a, 'rolled', { image: 'registry.example/m:2', rollout, gateway: squat }));
+    await eventually(
+      'v2 promoted, the canary gone',
+      () => {
+        const m = k.get('machinemodel', a, 'rolled');
+        return m?.status?.rollout?.phase === 'Promoted' && !k.get('deployment', a, 'rolled-canary') ? true : undefined;
+      },
+      90_000,
+    );
+    const prefixes = (await caddy.routes()).map((r) => r.match?.[0]?.path?.[0]);
+    expect(prefixes).not.toContain(squat.pathPrefix);
+    expect(gateway(a, 'rolled')?.reason).toBe('PathNotAllowed');
+  }, 120_000);
+});
+
 describe("Caddy's route order", () => {
   it('answers a request by its most specific prefix, whichever route came first', async () => {
     // Two real upstreams, and the driver alone: a broad route published after a narrow one.

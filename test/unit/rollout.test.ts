@@ -233,3 +233,16 @@ describe('a canary request is backed by the live MachineModel or refused', () =>
     expect(canaryRequestRefusal({ ...spec, rollout: undefined }, { weight: 10 })).toMatch(/no rollout plan/);
   });
 });
+
+describe('judgeCanary judges errors whatever the readiness', () => {
+  const analysis = { maxErrorRatePercent: 5, minRequests: 20 };
+  it('fails a canary that is not ready but answered enough requests, most of them 5xx (its Pods unready: 502s)', () => {
+    const health = { readyReplicas: 0, desiredReplicas: 1, traffic: { requests: 40, errors: 30 } };
+    for (const endOfStep of [false, true])
+      expect(judgeCanary(analysis, health, endOfStep)).toMatchObject({ kind: 'failed', check: 'ErrorRate' });
+  });
+  it('waits for a canary that is not ready with too few requests to judge', () => {
+    const health = { readyReplicas: 0, desiredReplicas: 1, traffic: { requests: 3, errors: 3 } };
+    expect(judgeCanary(analysis, health, true).kind).toBe('waiting');
+  });
+});

@@ -138,6 +138,22 @@ describe('canaryRolloutWorkflow', () => {
     });
   });
 
+  it('never promotes a canary whose readiness fails during its pause: back to waiting, then rolled back (bug: it passed unjudged)', async () => {
+    const cluster = new FakeCluster();
+    await wf.withWorker(cluster, async (tq) => {
+      const handle = await start(tq, { plan: { strategy: 'Canary', steps: [{ weight: 50, pause: '5m' }] } });
+      await pass('1 minute');
+      expect(await handle.query(rolloutStateQuery)).toMatchObject({ phase: 'Progressing', weight: 50 });
+      // Its Pods still run, its probe fails: Caddy's canary server answers 502, nobody reports errors.
+      cluster.canary.ready = false;
+      const result = await handle.result();
+      expect(result).toMatchObject({ outcome: 'RolledBack', check: 'Ready' });
+      expect(result.message).toContain('canary not ready within 600 s');
+      // Its share went back to the stable revision when the step ended with the canary not ready.
+      expect(cluster.canary.weights).toEqual([50, 0, 0]);
+    });
+  });
+
   it("rolls back when the canary's error rate over a step is too high, with the numbers", async () => {
     const cluster = new FakeCluster();
     cluster.canary.traffic = { requests: 1000, errors: 50 };
