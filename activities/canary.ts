@@ -3,14 +3,20 @@
 // that is already as asked.
 import { log } from '@temporalio/activity';
 import type { KubernetesObject, V1Deployment } from '@kubernetes/client-node';
-import { canaryWeightAnnotation, type MachineModelSpec, type ModelRef } from '../src/core/api.js';
+import { canaryWeightAnnotation, revisionLabel, type MachineModelSpec, type ModelRef } from '../src/core/api.js';
 import { buildCanaryDeployment, buildCanaryService, canaryName } from '../src/core/canary-state.js';
 import { containerTroubles } from '../src/core/container-troubles.js';
 import { isSubset } from '../src/core/desired-state.js';
 import { ownershipOf } from '../src/core/ownership.js';
 import { readinessOf } from '../src/core/readiness.js';
 import { matchedPrefix, routeId, routeSpec, wantsRoute } from '../src/core/route-rules.js';
-import { canaryRequestRefusal, type CanaryHealth, type Revision, type TrafficSample } from '../src/core/rollout.js';
+import {
+  canaryRequestRefusal,
+  revisionName,
+  type CanaryHealth,
+  type Revision,
+  type TrafficSample,
+} from '../src/core/rollout.js';
 import { isReady } from '../src/core/status.js';
 import type { ActivityDeps } from './deps.js';
 import { fail, gatewayFailure, kubeFailure } from './failure.js';
@@ -27,6 +33,16 @@ export async function canaryWeightOf(kube: ActivityDeps['kube'], ref: ModelRef):
 const weightManager = 'machinemodel-operator-rollout';
 
 type Owned = Parameters<typeof ownershipOf>[0];
+
+/** The canary's weight on its Service, as the rollout's own field manager declares it. */
+function weightDeclaration(ref: ModelRef, weight: number): KubernetesObject {
+  const metadata = { name: canaryName(ref.name), namespace: ref.namespace };
+  return {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { ...metadata, annotations: { [canaryWeightAnnotation]: String(weight) } },
+  };
+}
 
 /**
  * Refuses (logged, never applied) a request the live MachineModel does not back. Retryable: a rollout
@@ -74,6 +90,9 @@ export function applyCanaryActivity({ kube, build }: ActivityDeps) {
       if (!deployment || !isSubset(desired, deployment)) deployment = await kube.apply(desired as V1Deployment);
       const service = buildCanaryService(ref, model.spec, revision);
       const liveService = await readOurs(ref, 'v1', 'Service');
+      // The canary of an earlier revision had its share: a new revision starts at none, unjudged.
+      if (liveService && liveService.metadata?.labels?.[revisionLabel] !== revisionName(revision))
+        await kube.apply(weightDeclaration(ref, 0), weightManager);
       if (!liveService || !isSubset(service, liveService)) await kube.apply(service as KubernetesObject);
       const readiness = readinessOf(deployment);
       if (isReady(readiness)) return { readyReplicas: replicas, desiredReplicas: replicas };
@@ -107,14 +126,7 @@ export function setCanaryWeightActivity({ kube, build, gateway }: ActivityDeps) 
       refuseDisagreement(ref, model.spec, { weight });
       const service = await kube.read('v1', 'Service', ref.namespace, name);
       if (service) {
-        await kube.apply(
-          {
-            apiVersion: 'v1',
-            kind: 'Service',
-            metadata: { name, namespace: ref.namespace, annotations: { [canaryWeightAnnotation]: String(weight) } },
-          },
-          weightManager,
-        );
+        await kube.apply(weightDeclaration(ref, weight), weightManager);
       } else if (weight > 0) {
         throw fail('Transient', `the canary Service ${ref.namespace}/${name} does not exist yet`);
       }

@@ -5,6 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import http from 'node:http';
 import { CaddyDriver, trackServerName } from '../../activities/gateway/caddy-driver.js';
 import { request } from '../../activities/gateway/http.js';
+import { canaryWeightOf } from '../../activities/canary.js';
 import { createActivities } from '../../activities/index.js';
 import { KubeClient } from '../../activities/kube-client.js';
 import { defaultBuildOptions } from '../../src/core/desired-state.js';
@@ -254,6 +255,31 @@ describe('a deleted model', () => {
     expect(await acts.setCanaryWeight({ ref, weight: 0 })).toEqual({ changed: false });
     expect((await caddy.routes()).some((r) => r['@id'] === routeId(ref))).toBe(false);
     k.kubectl('-n', held, 'patch', 'mm', 'going', '--type=merge', '-p', '{"metadata":{"finalizers":null}}');
+  });
+});
+
+describe("a new revision in the last one's canary", () => {
+  it("starts at no share, not the promoted canary's last weight (bug: it took 50 % unjudged)", async () => {
+    const kept = k.createNamespace('caddy-share');
+    const kc = new KubeConfig();
+    kc.loadFromFile(stack.kubeconfig);
+    const kube = new KubeClient(kc);
+    const acts = createActivities({ kube, build: defaultBuildOptions });
+    const rollout = { strategy: 'Canary' as const, steps: [{ weight: 50 }] };
+    const v = (n: number) => ({ image: `registry.example/m:${n}`, modelPath: '/m' });
+    k.apply(machineModel(kept, 'shared', { ...v(2), rollout }));
+    const mm = await eventually<any>('created', () => k.get('machinemodel', kept, 'shared'));
+    const ref = { namespace: kept, name: 'shared', uid: mm.metadata.uid as string };
+    await acts.applyCanary({ ref, revision: v(2), replicas: 1 });
+    await acts.setCanaryWeight({ ref, weight: 50 });
+    expect(await canaryWeightOf(kube, ref)).toBe(50);
+    // v2 promoted, its canary still at 50 % until the stable Deployment is Ready: v3 comes.
+    k.apply(machineModel(kept, 'shared', { ...v(3), rollout }));
+    await eventually('v3 read', async () =>
+      (await kube.getModel(kept, 'shared'))?.spec.image === v(3).image ? true : undefined,
+    );
+    await acts.applyCanary({ ref, revision: v(3), replicas: 1 });
+    expect(await canaryWeightOf(kube, ref)).toBe(0);
   });
 });
 
