@@ -9,8 +9,17 @@ import { containerTroubles } from '../src/core/container-troubles.js';
 import { isSubset } from '../src/core/desired-state.js';
 import { ownershipOf } from '../src/core/ownership.js';
 import { readinessOf } from '../src/core/readiness.js';
-import { matchedPrefix, routeId, routeSpec, wantsRoute } from '../src/core/route-rules.js';
 import {
+  delegationOf,
+  matchedPrefix,
+  needsDelegation,
+  routeId,
+  routeRefusal,
+  routeSpec,
+  wantsRoute,
+} from '../src/core/route-rules.js';
+import {
+  canaryCeiling,
   canaryRequestRefusal,
   revisionName,
   type CanaryHealth,
@@ -62,7 +71,40 @@ function refuseDisagreement(
   throw fail('Transient', `refused for MachineModel ${ref.namespace}/${ref.name}: ${refusal}`);
 }
 
-export function applyCanaryActivity({ kube, build }: ActivityDeps) {
+/** `asked`, cut to the live spec's ceiling (canaryCeiling), saying so when it had to. */
+function withinCeiling(ref: ModelRef, what: 'replicas' | 'weight', asked: number, ceiling: number): number {
+  if (asked <= ceiling) return asked;
+  log.warn('cut a canary request to what the MachineModel allows', {
+    model: `${ref.namespace}/${ref.name}`,
+    what,
+    asked,
+    ceiling,
+  });
+  return ceiling;
+}
+
+/**
+ * Puts the model's route with the canary's share, only where the model's round published it (its
+ * checks passed): none is created here, not for a model being deleted, not at a refused prefix.
+ */
+async function splitPublishedRoute(
+  { kube, build, gateway }: ActivityDeps,
+  ref: ModelRef,
+  spec: MachineModelSpec,
+  weight: number,
+): Promise<boolean> {
+  if (!gateway || !wantsRoute(spec)) return false;
+  const route = routeSpec(ref, spec, build, weight);
+  if (needsDelegation(route) && routeRefusal(route, delegationOf(await kube.namespaceAnnotations(ref.namespace))))
+    return false;
+  const published = (await gateway.list()).some(
+    (r) => r.id === route.id && matchedPrefix(r.pathPrefix) === matchedPrefix(route.pathPrefix),
+  );
+  return published && (await gateway.put(route));
+}
+
+export function applyCanaryActivity(deps: ActivityDeps) {
+  const { kube, build } = deps;
   async function readOurs<T extends KubernetesObject>(ref: ModelRef, apiVersion: string, kind: string) {
     const name = canaryName(ref.name);
     const live = await kube.read<T>(apiVersion, kind, ref.namespace, name);
@@ -77,22 +119,32 @@ export function applyCanaryActivity({ kube, build }: ActivityDeps) {
     revision: Revision;
     replicas: number;
   }): Promise<CanaryHealth> {
-    const { ref, revision, replicas } = input;
+    const { ref, revision } = input;
+    let replicas = input.replicas;
     try {
       const model = await kube.getModel(ref.namespace, ref.name);
       if (!model || model.metadata.uid !== ref.uid) {
         // Its workflow cancels this rollout; until then, nothing to apply.
         throw fail('Transient', `MachineModel ${ref.namespace}/${ref.name} (uid ${ref.uid}) is gone`);
       }
-      refuseDisagreement(ref, model.spec, { revision, replicas });
+      refuseDisagreement(ref, model.spec, { revision });
+      replicas = withinCeiling(ref, 'replicas', replicas, canaryCeiling(model.spec).replicas);
       const desired = buildCanaryDeployment(ref, model.spec, revision, replicas, build);
       let deployment = await readOurs<V1Deployment>(ref, 'apps/v1', 'Deployment');
       if (!deployment || !isSubset(desired, deployment)) deployment = await kube.apply(desired as V1Deployment);
       const service = buildCanaryService(ref, model.spec, revision);
       const liveService = await readOurs(ref, 'v1', 'Service');
-      // The canary of an earlier revision had its share: a new revision starts at none, unjudged.
-      if (liveService && liveService.metadata?.labels?.[revisionLabel] !== revisionName(revision))
+      // The canary of an earlier revision had its share: a new revision starts at none, unjudged, on
+      // its Service and on the gateway, before its Pods can take any request.
+      if (liveService && liveService.metadata?.labels?.[revisionLabel] !== revisionName(revision)) {
         await kube.apply(weightDeclaration(ref, 0), weightManager);
+        await splitPublishedRoute(deps, ref, model.spec, 0).catch((err: unknown) => {
+          throw gatewayFailure(
+            err,
+            `withdrawing the earlier canary's share of MachineModel ${ref.namespace}/${ref.name}`,
+          );
+        });
+      }
       if (!liveService || !isSubset(service, liveService)) await kube.apply(service as KubernetesObject);
       const readiness = readinessOf(deployment);
       if (isReady(readiness)) return { readyReplicas: replicas, desiredReplicas: replicas };
@@ -113,9 +165,11 @@ export function applyCanaryActivity({ kube, build }: ActivityDeps) {
  * the model's own rounds keep the split), then puts the split route on the gateway. Without a
  * gateway the weight is only declared: nothing splits the model's requests.
  */
-export function setCanaryWeightActivity({ kube, build, gateway }: ActivityDeps) {
+export function setCanaryWeightActivity(deps: ActivityDeps) {
+  const { kube } = deps;
   return async function setCanaryWeight(input: { ref: ModelRef; weight: number }): Promise<{ changed: boolean }> {
-    const { ref, weight } = input;
+    const { ref } = input;
+    let weight = input.weight;
     const name = canaryName(ref.name);
     let model;
     try {
@@ -124,6 +178,7 @@ export function setCanaryWeightActivity({ kube, build, gateway }: ActivityDeps) 
       // last step would otherwise put it back).
       if (!model || model.metadata.uid !== ref.uid || model.metadata.deletionTimestamp) return { changed: false };
       refuseDisagreement(ref, model.spec, { weight });
+      weight = withinCeiling(ref, 'weight', weight, canaryCeiling(model.spec).weight);
       const service = await kube.read('v1', 'Service', ref.namespace, name);
       if (service) {
         await kube.apply(weightDeclaration(ref, weight), weightManager);
@@ -133,15 +188,8 @@ export function setCanaryWeightActivity({ kube, build, gateway }: ActivityDeps) 
     } catch (err) {
       throw kubeFailure(err, `setting the canary weight of MachineModel ${ref.namespace}/${ref.name}`);
     }
-    if (!gateway || !wantsRoute(model.spec)) return { changed: false };
     try {
-      // Only the route the model's round published (its checks passed) is split; none is created here.
-      const route = routeSpec(ref, model.spec, build, weight);
-      const published = (await gateway.list()).some(
-        (r) => r.id === route.id && matchedPrefix(r.pathPrefix) === matchedPrefix(route.pathPrefix),
-      );
-      if (!published) return { changed: false };
-      return { changed: await gateway.put(route) };
+      return { changed: await splitPublishedRoute(deps, ref, model.spec, weight) };
     } catch (err) {
       throw gatewayFailure(err, `splitting the route of MachineModel ${ref.namespace}/${ref.name}`);
     }

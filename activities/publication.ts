@@ -12,6 +12,7 @@ import {
   routeRefusal,
   routeSpec,
   wantsRoute,
+  type Delegation,
   type ExistingRoute,
   type GatewayCondition,
   type OwnedRoute,
@@ -188,20 +189,31 @@ export function inspectGatewayActivity({ gateway, kube, build }: ActivityDeps) {
       const lost = new Set(collisions.map((r) => r.id));
       // What still holds a prefix: others' routes, and ours that neither lost a collision nor outlived their model.
       const standing = routes.filter((r) => !lost.has(r.id) && (!r.owner || liveIds.has(r.id)));
-      const looksAgain = (m: MachineModel): boolean => {
+      // Each Namespace read at most once a sweep, and only for models refused by its delegation.
+      const delegations = new Map<string, Promise<Delegation>>();
+      const delegationIn = (namespace: string) => {
+        if (!delegations.has(namespace))
+          delegations.set(namespace, kube.namespaceAnnotations(namespace).then(delegationOf));
+        return delegations.get(namespace)!;
+      };
+      const looksAgain = async (m: MachineModel): Promise<boolean> => {
         const c = registeredCondition(m);
         if (c?.status === 'True') return !onGateway.has(idOf(m));
-        // An administrator may have delegated the prefix or hostname since: the model's round reads its Namespace again.
-        if (c?.reason === 'PathNotAllowed' || c?.reason === 'HostnameNotAllowed') return true;
-        if (c?.reason !== 'PathConflict' || !wantsRoute(m.spec)) return false;
+        if (!wantsRoute(m.spec)) return false;
         const ref = { namespace: m.metadata.namespace, name: m.metadata.name, uid: m.metadata.uid };
-        return findConflict(routeSpec(ref, m.spec, build), standing).kind === 'none';
+        const route = routeSpec(ref, m.spec, build);
+        // An administrator may have delegated the prefix or hostname since.
+        if (c?.reason === 'PathNotAllowed' || c?.reason === 'HostnameNotAllowed')
+          return routeRefusal(route, await delegationIn(ref.namespace)) === undefined;
+        return c?.reason === 'PathConflict' && findConflict(route, standing).kind === 'none';
       };
+      const live = models.filter((m) => !m.metadata.deletionTimestamp);
+      const again = await Promise.all(live.map(looksAgain));
       return {
         orphans: routes.filter((r) => r.owner && !liveIds.has(r.id)),
         collisions,
-        unpublished: models
-          .filter((m) => !m.metadata.deletionTimestamp && looksAgain(m))
+        unpublished: live
+          .filter((_, i) => again[i])
           .map((m) => ({ namespace: m.metadata.namespace, name: m.metadata.name })),
       };
     } catch (err) {

@@ -185,8 +185,7 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
   }
 
   /** The canary sized for the step, once ready; or the check it failed. */
-  async function canaryReady(replicas: number): Promise<CanaryVerdict> {
-    const since = Date.now();
+  async function canaryReady(replicas: number, since = Date.now()): Promise<CanaryVerdict> {
     for (let wait = 2; ; wait = Math.min(wait * 2, readinessCheckMaxSeconds)) {
       const verdict = judgeCanary(plan.analysis, await health(replicas), false);
       if (verdict.kind !== 'waiting' && patched(viewCurrent)) view.message = undefined;
@@ -205,9 +204,14 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
   }
 
   /** One try of a step: ready, the weight, the pause (watching the canary), the verdict. */
-  async function tryStep(weight: number, pauseSeconds: number, stepLabel: string): Promise<CanaryVerdict> {
+  async function tryStep(
+    weight: number,
+    pauseSeconds: number,
+    stepLabel: string,
+    unreadySince?: number,
+  ): Promise<CanaryVerdict> {
     const replicas = canaryReplicas(input.stableReplicas, weight);
-    const ready = await canaryReady(replicas);
+    const ready = await canaryReady(replicas, unreadySince);
     if (ready.kind === 'failed' || personActed()) return ready;
     await setWeight(weight);
     const watched = patched(trafficWatched);
@@ -250,9 +254,18 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
     const { weight, pause } = plan.steps[index]!;
     view.step = index + 1;
     const stepLabel = `step ${view.step} (${weight}%)`;
+    /** Since when the canary was found not ready at the end of this step: one ready deadline for all tries. */
+    let unreadySince: number | undefined;
     for (;;) {
-      const verdict = await tryStep(weight, pause ? durationSeconds(pause)! : 0, stepLabel);
+      let verdict = await tryStep(weight, pause ? durationSeconds(pause)! : 0, stepLabel, unreadySince);
       if (personActed()) return undefined;
+      if (verdict.kind === 'waiting') {
+        unreadySince ??= Date.now();
+        if (Date.now() - unreadySince >= readyDeadlineSeconds * 1000) {
+          const message = `canary not ready at the end of its step within ${readyDeadlineSeconds} s: ${verdict.detail}`;
+          verdict = { kind: 'failed', check: 'Ready', message };
+        }
+      }
       switch (verdict.kind) {
         case 'healthy':
           note(`${stepLabel}: ${verdict.detail}`);

@@ -263,7 +263,8 @@ export class CaddyDriver implements GatewayDriver {
     const current = await this.call('GET', `/id/${route.id}`);
     const live = current.status === 200 ? (current.json as CaddyRoute) : undefined;
     if (live && isSubset(desired, live) && isSubset(live, desired)) return changed;
-    if (live && JSON.stringify(live.match) === JSON.stringify(desired.match)) {
+    // Caddy answers with its keys sorted: compared as sets of fields, not as text.
+    if (live && isSubset(desired.match, live.match) && isSubset(live.match, desired.match)) {
       await this.change('PATCH', `/id/${route.id}`, desired, `update route ${route.id}`);
     } else {
       // New, or matching other requests: (re)inserted where its prefix's length puts it.

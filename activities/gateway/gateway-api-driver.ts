@@ -155,17 +155,21 @@ export class GatewayApiDriver implements GatewayDriver {
       throw this.unavailable(err, 'listing HTTPRoutes');
     }
     const { namespace, name } = this.opts.parent;
-    return items
-      .filter((r) =>
-        r.spec?.parentRefs?.some((p) => p.name === name && (p.namespace ?? r.metadata?.namespace) === namespace),
-      )
-      .map((r) => {
-        const owner = routeOwner(r);
-        // A foreign route goes by its own namespace/name, so a forged annotation cannot stand in for a
-        // model's route id (the janitor's "route missing" check, removal by id).
-        const id = owner ? routeId(owner) : `${r.metadata?.namespace}/${r.metadata?.name}`;
-        return { id, owner, pathPrefix: r.spec?.rules?.[0]?.matches?.[0]?.path?.value ?? '/' };
-      });
+    return (
+      items
+        .filter((r) =>
+          r.spec?.parentRefs?.some((p) => p.name === name && (p.namespace ?? r.metadata?.namespace) === namespace),
+        )
+        // Selected by our label, which anyone may copy: a route that is not ours by namespace, name and
+        // controller is a forgery, left to the Gateway's own precedence (it can neither block a model's
+        // prefix nor stand in for its route).
+        .flatMap((r) => {
+          const owner = routeOwner(r);
+          return owner
+            ? [{ id: routeId(owner), owner, pathPrefix: r.spec?.rules?.[0]?.matches?.[0]?.path?.value ?? '/' }]
+            : [];
+        })
+    );
   }
 
   async put(route: RouteSpec): Promise<boolean> {

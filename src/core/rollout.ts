@@ -116,25 +116,34 @@ export function canaryReplicas(stableReplicas: number, weight: number): number {
 /**
  * Why a canary request from a rollout's workflow disagrees with the live MachineModel, or undefined
  * when it agrees. Workflow inputs are not a trust boundary (anything that reaches Temporal can start
- * one), so the canary's revision must be the spec's, its replicas within the spec's bounds and its
- * weight 0 or one of the plan's steps: a forged rollout can do no more than the model's author asked.
+ * one), so the canary's revision must be the spec's, under a rollout plan: a forged rollout can run no
+ * image the model's author did not ask for. Withdrawing the canary's share is always backed.
  */
 export function canaryRequestRefusal(
-  spec: Pick<MachineModelSpec, 'image' | 'modelPath' | 'rollout' | 'replicas' | 'maxReplicas'>,
-  request: { revision?: Revision; replicas?: number; weight?: number },
+  spec: Pick<MachineModelSpec, 'image' | 'modelPath' | 'rollout'>,
+  request: { revision?: Revision; weight?: number },
 ): string | undefined {
-  const { revision, replicas, weight } = request;
-  // Withdrawing the canary's share is always backed: it is what a model without a plan wants.
-  if (weight === 0 && !revision && replicas === undefined) return undefined;
+  if (request.weight === 0 && !request.revision) return undefined;
   if (!spec.rollout) return 'the MachineModel has no rollout plan';
+  const { revision } = request;
   if (revision && !sameRevision(revision, revisionOf(spec)))
     return `revision ${revision.image} (${revision.modelPath}) is not the spec's ${spec.image} (${spec.modelPath})`;
-  const most = spec.replicas ?? spec.maxReplicas ?? 1;
-  if (replicas !== undefined && !(Number.isInteger(replicas) && replicas >= 1 && replicas <= most))
-    return `${replicas} canary replicas is outside 1 to ${most}`;
-  if (weight !== undefined && !spec.rollout.steps.some((s) => s.weight === weight))
-    return `weight ${weight} is no step of the rollout plan`;
   return undefined;
+}
+
+/**
+ * The most a canary may have under the live spec: replicas within its bounds, a weight no higher
+ * than its plan's highest step. A request above them is cut to them (a plan edited during a rollout
+ * is not refused for good), so a forged one cannot take more than the author's plan gives.
+ */
+export function canaryCeiling(spec: Pick<MachineModelSpec, 'rollout' | 'replicas' | 'maxReplicas'>): {
+  replicas: number;
+  weight: number;
+} {
+  return {
+    replicas: spec.replicas ?? spec.maxReplicas ?? 1,
+    weight: Math.max(0, ...(spec.rollout?.steps ?? []).map((s) => s.weight)),
+  };
 }
 
 /** The canary's requests and 5xx answers, as the gateway counts them. */

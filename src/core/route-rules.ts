@@ -109,9 +109,11 @@ export function delegationOf(annotations: Record<string, string> | undefined): D
   };
 }
 
+const modelsRoot = '/models';
+
 /** Where every namespace's models may publish without a delegation. */
 export function namespacePrefix(namespace: string): string {
-  return `/models/${namespace}`;
+  return `${modelsRoot}/${namespace}`;
 }
 
 /** Whether the route asks for more than its namespace owns, so its Namespace's delegation must be read. */
@@ -127,7 +129,7 @@ function hostnameAllowed(host: string, allowed: string[]): boolean {
 
 /**
  * Why a route may not be published for its namespace, or undefined when it may: its prefix must lie
- * strictly under /models/<namespace>/ or under a prefix the Namespace delegates, and each hostname
+ * strictly under /models/<namespace>/ or under a prefix the Namespace delegates outside /models, and each hostname
  * must be one the Namespace delegates. A tenant cannot take another namespace's URLs, nor the root.
  */
 export function routeRefusal(
@@ -136,7 +138,9 @@ export function routeRefusal(
 ): { reason: 'PathNotAllowed' | 'HostnameNotAllowed'; message: string } | undefined {
   const own = namespacePrefix(route.namespace);
   const underOwn = matchedPrefix(route.pathPrefix).startsWith(`${matchedPrefix(own)}/`);
-  if (!underOwn && !delegation.pathPrefixes.some((d) => prefixWithin(route.pathPrefix, d))) {
+  // /models/<namespace>/ belongs to each namespace: no delegation (of /, of /models) reaches into another's.
+  const delegable = !prefixesCollide(route.pathPrefix, modelsRoot);
+  if (!underOwn && !(delegable && delegation.pathPrefixes.some((d) => prefixWithin(route.pathPrefix, d)))) {
     return {
       reason: 'PathNotAllowed',
       message: `path prefix ${route.pathPrefix} is outside ${own}/ and not delegated to namespace ${route.namespace}; a cluster administrator may delegate it with the Namespace annotation ${delegatedPrefixesAnnotation}`,

@@ -16,7 +16,12 @@ import { conditionOf, kubectlFor } from '../support/cluster.js';
 import { eventually } from '../support/eventually.js';
 import { CaddyProcess } from '../support/caddy-under-test.js';
 import { machineModel } from '../support/models.js';
-import { installCrds, startOperatorProcess, type OperatorProcess } from '../support/operator-process.js';
+import {
+  installCrds,
+  operatorKubeconfig,
+  startOperatorProcess,
+  type OperatorProcess,
+} from '../support/operator-process.js';
 
 const stack = inject('stack');
 const k = kubectlFor(stack);
@@ -155,7 +160,7 @@ describe('publication on a real Caddy through its admin API', () => {
     const racing = k.createNamespace('caddy-race');
     k.kubectl('annotate', 'namespace', racing, `${delegatedPrefixesAnnotation}=/racing`);
     const kc = new KubeConfig();
-    kc.loadFromFile(stack.kubeconfig);
+    kc.loadFromFile(operatorKubeconfig(stack));
     const driver = new CaddyDriver({
       adminURL: caddy.adminURL,
       server: 'machinemodels',
@@ -236,7 +241,7 @@ describe('a deleted model', () => {
     // The activity itself, in a namespace no operator watches, on a model held by its finalizer.
     const held = k.createNamespace('caddy-held');
     const kc = new KubeConfig();
-    kc.loadFromFile(stack.kubeconfig);
+    kc.loadFromFile(operatorKubeconfig(stack));
     const driver = new CaddyDriver({
       adminURL: caddy.adminURL,
       server: 'machinemodels',
@@ -262,7 +267,7 @@ describe("a new revision in the last one's canary", () => {
   it("starts at no share, not the promoted canary's last weight (bug: it took 50 % unjudged)", async () => {
     const kept = k.createNamespace('caddy-share');
     const kc = new KubeConfig();
-    kc.loadFromFile(stack.kubeconfig);
+    kc.loadFromFile(operatorKubeconfig(stack));
     const kube = new KubeClient(kc);
     const acts = createActivities({ kube, build: defaultBuildOptions });
     const rollout = { strategy: 'Canary' as const, steps: [{ weight: 50 }] };

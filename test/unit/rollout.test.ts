@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  canaryCeiling,
   canaryRequestRefusal,
   canaryReplicas,
   deployedRevision,
@@ -209,28 +210,25 @@ describe('a canary request is backed by the live MachineModel or refused', () =>
     maxReplicas: 4,
     rollout: { strategy: 'Canary' as const, steps: [{ weight: 10 }, { weight: 50 }] },
   };
-  it("applies the spec's revision, within its replicas, at a step's weight", () => {
-    expect(canaryRequestRefusal(spec, { revision: { image: 'r/m:2', modelPath: '/m' }, replicas: 4 })).toBeUndefined();
+  const v2 = { image: 'r/m:2', modelPath: '/m' };
+  it("applies the spec's revision under its plan; withdrawing the share is always backed", () => {
+    expect(canaryRequestRefusal(spec, { revision: v2 })).toBeUndefined();
     expect(canaryRequestRefusal(spec, { weight: 50 })).toBeUndefined();
     expect(canaryRequestRefusal(spec, { weight: 0 })).toBeUndefined();
     expect(canaryRequestRefusal({ ...spec, rollout: undefined }, { weight: 0 })).toBeUndefined();
   });
   it('refuses what a workflow started by hand on the task queue asks for (an image no MachineModel names)', () => {
-    expect(
-      canaryRequestRefusal(spec, { revision: { image: 'evil.example/miner:1', modelPath: '/m' }, replicas: 1 }),
-    ).toMatch(/evil.example\/miner:1 .* is not the spec's r\/m:2/);
-    expect(canaryRequestRefusal(spec, { revision: { image: 'r/m:2', modelPath: '/etc' }, replicas: 1 })).toBeDefined();
-    expect(canaryRequestRefusal(spec, { revision: { image: 'r/m:2', modelPath: '/m' }, replicas: 64 })).toMatch(
-      /outside 1 to 4/,
+    expect(canaryRequestRefusal(spec, { revision: { image: 'evil.example/miner:1', modelPath: '/m' } })).toMatch(
+      /evil.example\/miner:1 .* is not the spec's r\/m:2/,
     );
-    expect(canaryRequestRefusal(spec, { weight: 100 })).toMatch(/no step/);
-    expect(
-      canaryRequestRefusal(
-        { ...spec, rollout: undefined },
-        { revision: { image: 'r/m:2', modelPath: '/m' }, replicas: 1 },
-      ),
-    ).toMatch(/no rollout plan/);
+    expect(canaryRequestRefusal(spec, { revision: { image: 'r/m:2', modelPath: '/etc' } })).toBeDefined();
+    expect(canaryRequestRefusal({ ...spec, rollout: undefined }, { revision: v2 })).toMatch(/no rollout plan/);
     expect(canaryRequestRefusal({ ...spec, rollout: undefined }, { weight: 10 })).toMatch(/no rollout plan/);
+  });
+  it("caps replicas and weight at the spec's: a forged or stale request gets no more than the plan gives", () => {
+    expect(canaryCeiling(spec)).toEqual({ replicas: 4, weight: 50 });
+    expect(canaryCeiling({ ...spec, replicas: 2 })).toEqual({ replicas: 2, weight: 50 });
+    expect(canaryCeiling({ rollout: undefined })).toEqual({ replicas: 1, weight: 0 });
   });
 });
 

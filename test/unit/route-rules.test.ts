@@ -245,6 +245,14 @@ describe('one gateway, many tenants', () => {
     expect(needsDelegation(route('a', '/models/a/x', ['h.example']))).toBe(true);
   });
 
+  it("never lets a delegation reach into another namespace's /models/<namespace>/ space", () => {
+    const wide = delegationOf({ [delegatedPrefixesAnnotation]: '/,/models,/MODELS/b' });
+    for (const squat of ['/models/b/x', '/models', '/', '/Models/B/x'])
+      expect(routeRefusal(route('a', squat), wide)?.reason, squat).toBe('PathNotAllowed');
+    expect(routeRefusal(route('a', '/api/anything'), wide)).toBeUndefined();
+    expect(routeRefusal(route('a', '/models/a/x'), wide)).toBeUndefined();
+  });
+
   it("orders Caddy's routes by specificity, not age: a new route goes ahead of every shorter prefix", () => {
     const r = (p?: string) => (p ? { match: [{ path: [p, `${p}/*`] }] } : { '@id': 'catch-all' });
     const routes = [r('/models/b/victim'), r('/models/a'), r()];
