@@ -53,6 +53,19 @@ afterAll(async () => {
   await caddy?.stop();
 });
 
+/** The activities themselves, as the operator's ServiceAccount, publishing on this Caddy. */
+function activitiesOnCaddy() {
+  const kc = new KubeConfig();
+  kc.loadFromFile(operatorKubeconfig(stack));
+  const driver = new CaddyDriver({
+    adminURL: caddy.adminURL,
+    server: 'machinemodels',
+    listen: `127.0.0.1:${caddy.httpPort}`,
+    publicURL: caddy.publicURL,
+  });
+  return createActivities({ kube: new KubeClient(kc), build: defaultBuildOptions, gateway: driver });
+}
+
 const gatewayCondition = (name: string) => conditionOf(k.get('machinemodel', ns, name), 'GatewayRegistered');
 
 async function registered(name: string) {
@@ -159,15 +172,7 @@ describe('publication on a real Caddy through its admin API', () => {
     // watches: both registrations run concurrently, so both may pass the conflict check before either writes.
     const racing = k.createNamespace('caddy-race');
     k.kubectl('annotate', 'namespace', racing, `${delegatedPrefixesAnnotation}=/racing`);
-    const kc = new KubeConfig();
-    kc.loadFromFile(operatorKubeconfig(stack));
-    const driver = new CaddyDriver({
-      adminURL: caddy.adminURL,
-      server: 'machinemodels',
-      listen: `127.0.0.1:${caddy.httpPort}`,
-      publicURL: caddy.publicURL,
-    });
-    const acts = createActivities({ kube: new KubeClient(kc), build: defaultBuildOptions, gateway: driver });
+    const acts = activitiesOnCaddy();
     const spec = {
       image: 'registry.example.com/m:1',
       modelPath: '/m',
@@ -240,15 +245,7 @@ describe('a deleted model', () => {
   it("gets no route back from its cancelled rollout's last weight step (bug: the route came back until the next sweep)", async () => {
     // The activity itself, in a namespace no operator watches, on a model held by its finalizer.
     const held = k.createNamespace('caddy-held');
-    const kc = new KubeConfig();
-    kc.loadFromFile(operatorKubeconfig(stack));
-    const driver = new CaddyDriver({
-      adminURL: caddy.adminURL,
-      server: 'machinemodels',
-      listen: `127.0.0.1:${caddy.httpPort}`,
-      publicURL: caddy.publicURL,
-    });
-    const acts = createActivities({ kube: new KubeClient(kc), build: defaultBuildOptions, gateway: driver });
+    const acts = activitiesOnCaddy();
     const rollout = { strategy: 'Canary' as const, steps: [{ weight: 50 }] };
     k.apply(machineModel(held, 'going', { rollout }, { finalizers: ['stable.example.com/cleanup'] }));
     k.kubectl('-n', held, 'delete', 'mm', 'going', '--wait=false');
@@ -285,22 +282,6 @@ describe("a new revision in the last one's canary", () => {
     );
     await acts.applyCanary({ ref, revision: v(3), replicas: 1 });
     expect(await canaryWeightOf(kube, ref)).toBe(0);
-  });
-});
-
-describe('a gateway that forgets its routes', () => {
-  it('republishes the routes after Caddy restarts with an empty config', async () => {
-    k.apply(machineModel(ns, 'comeback'));
-    const mm = await registered('comeback');
-    const id = routeId({ namespace: ns, name: 'comeback', uid: mm.metadata.uid });
-    await caddy.stop();
-    await caddy.start({ empty: true });
-    expect((await caddy.routes()).some((r) => r['@id'] === id)).toBe(false);
-    await eventually(
-      'route republished',
-      async () => ((await caddy.routes()).some((r) => r['@id'] === id) ? true : undefined),
-      60_000,
-    );
   });
 });
 
@@ -403,6 +384,24 @@ describe('bad gateway configuration', () => {
     } finally {
       await op.stop();
     }
+  });
+});
+
+// Last: after an empty restart the sweeps republish route after route, each a config reload that
+// restarts Caddy's counters and its round robin (the canary test above counts exactly).
+describe('a gateway that forgets its routes', () => {
+  it('republishes the routes after Caddy restarts with an empty config', async () => {
+    k.apply(machineModel(ns, 'comeback'));
+    const mm = await registered('comeback');
+    const id = routeId({ namespace: ns, name: 'comeback', uid: mm.metadata.uid });
+    await caddy.stop();
+    await caddy.start({ empty: true });
+    expect((await caddy.routes()).some((r) => r['@id'] === id)).toBe(false);
+    await eventually(
+      'route republished',
+      async () => ((await caddy.routes()).some((r) => r['@id'] === id) ? true : undefined),
+      60_000,
+    );
   });
 });
 
