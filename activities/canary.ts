@@ -9,15 +9,7 @@ import { containerTroubles } from '../src/core/container-troubles.js';
 import { isSubset } from '../src/core/desired-state.js';
 import { ownershipOf } from '../src/core/ownership.js';
 import { readinessOf } from '../src/core/readiness.js';
-import {
-  delegationOf,
-  matchedPrefix,
-  needsDelegation,
-  routeId,
-  routeRefusal,
-  routeSpec,
-  wantsRoute,
-} from '../src/core/route-rules.js';
+import { matchedPrefix, routeId, routeSpec, wantsRoute } from '../src/core/route-rules.js';
 import {
   canaryCeiling,
   canaryRequestRefusal,
@@ -29,6 +21,7 @@ import {
 import { isReady } from '../src/core/status.js';
 import type { ActivityDeps } from './deps.js';
 import { fail, gatewayFailure, kubeFailure } from './failure.js';
+import { readDelegation, routeRefusalFor } from './route-refusal.js';
 
 /** The canary's weight as its Service declares it; 0 without a canary. */
 export async function canaryWeightOf(kube: ActivityDeps['kube'], ref: ModelRef): Promise<number> {
@@ -95,8 +88,7 @@ async function splitPublishedRoute(
 ): Promise<boolean> {
   if (!gateway || !wantsRoute(spec)) return false;
   const route = routeSpec(ref, spec, build, weight);
-  if (needsDelegation(route) && routeRefusal(route, delegationOf(await kube.namespaceAnnotations(ref.namespace))))
-    return false;
+  if (await routeRefusalFor(route, readDelegation(kube))) return false;
   const published = (await gateway.list()).some(
     (r) => r.id === route.id && matchedPrefix(r.pathPrefix) === matchedPrefix(route.pathPrefix),
   );

@@ -2,14 +2,11 @@
 import type { MachineModel, ModelRef } from '../src/core/api.js';
 import {
   collisionLosers,
-  delegationOf,
   findConflict,
   gatewayCondition,
   olderFirst,
   prefixesCollide,
-  needsDelegation,
   routeId,
-  routeRefusal,
   routeSpec,
   wantsRoute,
   type Delegation,
@@ -23,6 +20,7 @@ import type { ActivityDeps } from './deps.js';
 import { gatewayFailure } from './failure.js';
 import { GatewayMisconfigured } from './gateway/driver.js';
 import type { ModelSnapshot } from './read-model.js';
+import { readDelegation, routeRefusalFor } from './route-refusal.js';
 
 export interface RegisterResult {
   /** False when the operator runs without a gateway: no condition, nothing to clean up. */
@@ -86,9 +84,7 @@ export function registerRouteActivity({ gateway, build, kube }: ActivityDeps) {
       }
       // During a canary step the route keeps the split its Service declares.
       const route = routeSpec(ref, spec, build, await canaryWeightOf(kube, ref));
-      const refusal = needsDelegation(route)
-        ? routeRefusal(route, delegationOf(await kube.namespaceAnnotations(ref.namespace)))
-        : undefined;
+      const refusal = await routeRefusalFor(route, readDelegation(kube));
       if (refusal) {
         // Another tenant's URLs or hostnames: never published, and nothing of ours stays at the old ones.
         await removeOwn();
@@ -191,9 +187,9 @@ export function inspectGatewayActivity({ gateway, kube, build }: ActivityDeps) {
       const standing = routes.filter((r) => !lost.has(r.id) && (!r.owner || liveIds.has(r.id)));
       // Each Namespace read at most once a sweep, and only for models refused by its delegation.
       const delegations = new Map<string, Promise<Delegation>>();
+      const read = readDelegation(kube);
       const delegationIn = (namespace: string) => {
-        if (!delegations.has(namespace))
-          delegations.set(namespace, kube.namespaceAnnotations(namespace).then(delegationOf));
+        if (!delegations.has(namespace)) delegations.set(namespace, read(namespace));
         return delegations.get(namespace)!;
       };
       const looksAgain = async (m: MachineModel): Promise<boolean> => {
@@ -204,7 +200,7 @@ export function inspectGatewayActivity({ gateway, kube, build }: ActivityDeps) {
         const route = routeSpec(ref, m.spec, build);
         // An administrator may have delegated the prefix or hostname since.
         if (c?.reason === 'PathNotAllowed' || c?.reason === 'HostnameNotAllowed')
-          return routeRefusal(route, await delegationIn(ref.namespace)) === undefined;
+          return (await routeRefusalFor(route, delegationIn)) === undefined;
         return c?.reason === 'PathConflict' && findConflict(route, standing).kind === 'none';
       };
       const live = models.filter((m) => !m.metadata.deletionTimestamp);

@@ -153,6 +153,9 @@ export function insertionIndex(routes: CaddyRoute[], prefix: string): number {
   return i === -1 ? routes.length : i;
 }
 
+/** Two pieces of Caddy config with the same fields and values, whatever the order of their keys. */
+const sameConfig = (a: unknown, b: unknown) => isSubset(a, b) && isSubset(b, a);
+
 /** The shared server speaks plain HTTP: a host matcher must not turn on Caddy's automatic HTTPS there. */
 const plainHttp = { disable: true };
 
@@ -165,6 +168,9 @@ export class CaddyDriver implements GatewayDriver {
    * the activity's retry covers that.
    */
   private readonly admin = new Mutex();
+
+  /** Whether this process has seen the shared server's automatic HTTPS off. */
+  private plainHttpEnsured = false;
 
   constructor(
     private readonly opts: CaddyOptions,
@@ -262,9 +268,9 @@ export class CaddyDriver implements GatewayDriver {
     if (route.hostnames.length) await this.ensurePlainHttp();
     const current = await this.call('GET', `/id/${route.id}`);
     const live = current.status === 200 ? (current.json as CaddyRoute) : undefined;
-    if (live && isSubset(desired, live) && isSubset(live, desired)) return changed;
+    if (live && sameConfig(desired, live)) return changed;
     // Caddy answers with its keys sorted: compared as sets of fields, not as text.
-    if (live && isSubset(desired.match, live.match) && isSubset(live.match, desired.match)) {
+    if (live && sameConfig(desired.match, live.match)) {
       await this.change('PATCH', `/id/${route.id}`, desired, `update route ${route.id}`);
     } else {
       // New, or matching other requests: (re)inserted where its prefix's length puts it.
@@ -284,12 +290,16 @@ export class CaddyDriver implements GatewayDriver {
 
   /** Turns off automatic HTTPS on the shared server if something (an older operator, a hand) left it on. */
   private async ensurePlainHttp(): Promise<void> {
+    // Once per process: the servers the driver creates have it, and Caddy keeps it across --resume.
+    if (this.plainHttpEnsured) return;
     const path = `/config/apps/http/servers/${this.opts.server}/automatic_https`;
     const current = await this.call('GET', path);
     const settings = current.status === 200 && current.json && typeof current.json === 'object' ? current.json : {};
-    if ((settings as { disable?: boolean }).disable === true) return;
-    await this.ensureServer();
-    await this.change('POST', path, { ...settings, ...plainHttp }, 'serve the model routes in plain HTTP');
+    if ((settings as { disable?: boolean }).disable !== true) {
+      await this.ensureServer();
+      await this.change('POST', path, { ...settings, ...plainHttp }, 'serve the model routes in plain HTTP');
+    }
+    this.plainHttpEnsured = true;
   }
 
   async remove(id: string, _owner: ModelRef): Promise<boolean> {
@@ -311,7 +321,7 @@ export class CaddyDriver implements GatewayDriver {
 
   private async putServer(name: string, server: unknown): Promise<boolean> {
     const current = await this.call('GET', this.serverPath(name));
-    if (current.status === 200 && isSubset(server, current.json) && isSubset(current.json, server)) return false;
+    if (current.status === 200 && sameConfig(server, current.json)) return false;
     // POST sets the key whether it exists or not.
     await this.change('POST', this.serverPath(name), server, `set server ${name}`);
     return true;
