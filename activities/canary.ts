@@ -14,6 +14,7 @@ import {
   canaryCeiling,
   canaryRequestRefusal,
   revisionName,
+  revisionOf,
   type CanaryHealth,
   type Revision,
   type TrafficSample,
@@ -111,7 +112,7 @@ export function applyCanaryActivity(deps: ActivityDeps) {
     revision: Revision;
     replicas: number;
   }): Promise<CanaryHealth> {
-    const { ref, revision } = input;
+    const { ref } = input;
     let replicas = input.replicas;
     try {
       const model = await kube.getModel(ref.namespace, ref.name);
@@ -119,7 +120,9 @@ export function applyCanaryActivity(deps: ActivityDeps) {
         // Its workflow cancels this rollout; until then, nothing to apply.
         throw fail('Transient', `MachineModel ${ref.namespace}/${ref.name} (uid ${ref.uid}) is gone`);
       }
-      refuseDisagreement(ref, model.spec, { revision });
+      refuseDisagreement(ref, model.spec, { revision: input.revision });
+      // Built from the spec, not the input: a forged revision carrying other fields (resources) adds nothing.
+      const revision = revisionOf(model.spec);
       replicas = withinCeiling(ref, 'replicas', replicas, canaryCeiling(model.spec).replicas);
       const desired = buildCanaryDeployment(ref, model.spec, revision, replicas, build);
       let deployment = await readOurs<V1Deployment>(ref, 'apps/v1', 'Deployment');
