@@ -180,7 +180,7 @@ export function inspectGatewayActivity({ gateway, kube, build }: ActivityDeps) {
       const routes = await gateway.list();
       const models = await kube.listModels();
       const liveIds = new Set(models.map(idOf));
-      const onGateway = new Set(routes.map((r) => r.id));
+      const onGateway = new Set(routes.filter((r) => !r.incomplete).map((r) => r.id));
       const collisions = collisionLosers(ownedRoutes(routes, models));
       const lost = new Set(collisions.map((r) => r.id));
       // What still holds a prefix: others' routes, and ours that neither lost a collision nor outlived their model.

@@ -9,7 +9,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { Client } from '@temporalio/client';
 import { Worker } from '@temporalio/worker';
 import type { Logger } from 'pino';
-import { CaddyDriver } from '../activities/gateway/caddy-driver.js';
+import { CaddyFleet } from '../activities/gateway/caddy-fleet.js';
 import type { GatewayDriver } from '../activities/gateway/driver.js';
 import { GatewayApiDriver } from '../activities/gateway/gateway-api-driver.js';
 import { createActivities } from '../activities/index.js';
@@ -52,7 +52,7 @@ export function loadKubeConfig(file?: string): KubeConfig {
 function gatewayDriver(config: GatewayConfig, kube: KubeClient): GatewayDriver | undefined {
   switch (config.kind) {
     case 'caddy':
-      return new CaddyDriver(config, async (namespace, name) => {
+      return new CaddyFleet(config, async (namespace, name) => {
         const service = await kube.read<KubernetesObject & { spec?: { clusterIP?: string } }>(
           'v1',
           'Service',

@@ -344,6 +344,29 @@ export class CaddyDriver implements GatewayDriver {
     await this.change('POST', '/config/apps/http/metrics', {}, 'turn on HTTP metrics');
   }
 
+  /** Whether this Caddy has the models' server: false for one that started with nothing. */
+  async hasServer(): Promise<boolean> {
+    const res = await this.call('GET', `/config/apps/http/servers/${this.opts.server}/listen`);
+    return res.status === 200 && Array.isArray(res.json);
+  }
+
+  /** Every app's config (the models' server, its routes, the canaries' servers, metrics). */
+  async apps(): Promise<unknown> {
+    const res = await this.call('GET', '/config/apps');
+    if (res.status !== 200)
+      throw new GatewayUnavailable(`Caddy at ${this.opts.adminURL} answered ${res.status} for its config`);
+    return res.json;
+  }
+
+  /** Replaces every app's config in one load: Caddy serves the new config whole, or keeps the old. */
+  async loadApps(apps: unknown): Promise<void> {
+    await this.change('POST', '/config/apps', apps, 'load the config of another replica');
+  }
+
+  get adminURL(): string {
+    return this.opts.adminURL;
+  }
+
   publicURL(route: RouteSpec): string {
     return `${this.opts.publicURL.replace(/\/+$/, '')}${route.pathPrefix}`;
   }

@@ -155,6 +155,18 @@ export interface TrafficSample {
    * with another value counts from that moment, not from the reading before it.
    */
   countedSince?: number;
+  /**
+   * A gateway of several replicas, each counting its own share: the sample per replica (the totals
+   * above are their sums). One replica's counters starting again loses none of the others'.
+   */
+  replicas?: Record<string, TrafficSample>;
+}
+
+/** The requests counted between two readings of one counter (`last` undefined: since it started). */
+function counted(last: TrafficSample | undefined, now: TrafficSample): TrafficSample {
+  const restarted = !last || now.countedSince !== last.countedSince || now.requests < last.requests;
+  const from = restarted ? { requests: 0, errors: 0 } : last;
+  return { requests: now.requests - from.requests, errors: Math.max(0, now.errors - from.errors) };
 }
 
 /**
@@ -163,12 +175,13 @@ export interface TrafficSample {
  * between the last reading and that restart are not seen.
  */
 export function addTraffic(total: TrafficSample, last: TrafficSample | undefined, now: TrafficSample): TrafficSample {
-  const restarted = !last || now.countedSince !== last.countedSince || now.requests < last.requests;
-  const from = restarted ? { requests: 0, errors: 0 } : last;
-  return {
-    requests: total.requests + now.requests - from.requests,
-    errors: total.errors + Math.max(0, now.errors - from.errors),
-  };
+  const parts = now.replicas
+    ? Object.entries(now.replicas).map(([replica, sample]) => counted(last?.replicas?.[replica], sample))
+    : [counted(last, now)];
+  return parts.reduce((sum, p) => ({ requests: sum.requests + p.requests, errors: sum.errors + p.errors }), {
+    requests: total.requests,
+    errors: total.errors,
+  });
 }
 
 export interface CanaryHealth {

@@ -188,6 +188,8 @@ export interface ExistingRoute {
   id: string;
   owner?: ModelRef;
   pathPrefix: string;
+  /** On some replicas of the gateway only (a replica that lost it): its model publishes it again. */
+  incomplete?: boolean;
 }
 
 export type RouteConflict = { kind: 'none' } | { kind: 'taken'; by: string };

@@ -299,7 +299,12 @@ function operatorCommand(): Command {
         .default('none'),
     )
     .addOption(
-      new Option('--caddy-admin <url>', 'Caddy admin API').env('MMO_CADDY_ADMIN').default('http://127.0.0.1:2019'),
+      new Option(
+        '--caddy-admin <url>',
+        'Caddy admin API; a name that resolves to several replicas (a headless Service), or URLs separated by commas, reaches each',
+      )
+        .env('MMO_CADDY_ADMIN')
+        .default('http://127.0.0.1:2019'),
     )
     .addOption(
       new Option('--caddy-server <name>', 'Caddy HTTP server that carries model routes')

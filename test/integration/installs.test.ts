@@ -168,9 +168,15 @@ describe('the connection settings of each install', () => {
     expect(config.temporal.tls).toBeUndefined();
   });
 
-  it('all-in-one: the operator publishes models on the Caddy the install brings, through its admin Service', () => {
+  it('all-in-one: the operator publishes models on each replica of the Caddy the install brings, through a headless Service', () => {
     const { objects, config } = configOf(installs['all-in-one']!);
-    const admin = find(objects, 'Service', 'caddy-admin');
+    const admin = find(objects, 'Service', 'caddy-replicas');
+    // Headless: the name resolves to every replica's address, and the operator configures each.
+    expect(admin.spec.clusterIP).toBe('None');
+    const caddy = find(objects, 'Deployment', 'caddy');
+    expect(caddy.spec.replicas).toBe(2);
+    const budget = find(objects, 'PodDisruptionBudget', 'caddy');
+    expect(budget.spec).toEqual({ minAvailable: 1, selector: caddy.spec.selector });
     const traffic = find(objects, 'Service', 'caddy');
     expect(config.gateway).toMatchObject({
       kind: 'caddy',

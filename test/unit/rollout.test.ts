@@ -187,6 +187,18 @@ describe('the verdict on a canary', () => {
     });
   });
 
+  it("counts each gateway replica apart: one replica's restart loses none of the other's requests", () => {
+    const a1 = { requests: 100, errors: 1, countedSince: 1 };
+    const b1 = { requests: 300, errors: 3, countedSince: 1 };
+    const first = { requests: 400, errors: 4, replicas: { a: a1, b: b1 } };
+    // Replica b reloaded (counters from zero), a counted on; a new replica c came with its own.
+    const a2 = { requests: 150, errors: 1, countedSince: 1 };
+    const b2 = { requests: 20, errors: 2, countedSince: 2 };
+    const c2 = { requests: 7, errors: 0, countedSince: 3 };
+    const second = { requests: 177, errors: 3, replicas: { a: a2, b: b2, c: c2 } };
+    expect(addTraffic({ requests: 0, errors: 0 }, first, second)).toEqual({ requests: 50 + 20 + 7, errors: 2 });
+  });
+
   it('leaves the decision to a person when too few requests came to judge', () => {
     expect(judgeCanary(plan.analysis, { ...ready, traffic: { requests: 3, errors: 3 } }, true)).toEqual({
       kind: 'inconclusive',

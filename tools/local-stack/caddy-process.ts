@@ -53,7 +53,13 @@ export class CaddyProcess {
     const log = openSync(path.join(this.dir, `caddy-${this.adminPort}.log`), 'a');
     this.child = spawn(this.binary, ['run', '--config', config, '--resume'], {
       stdio: ['ignore', log, log],
-      env: { ...process.env, HOME: this.dir, XDG_CONFIG_HOME: this.configHome },
+      // A listen address may name it ({env.MMO_GATEWAY_LISTEN}): several Caddies on one host, given one config.
+      env: {
+        ...process.env,
+        HOME: this.dir,
+        XDG_CONFIG_HOME: this.configHome,
+        MMO_GATEWAY_LISTEN: `127.0.0.1:${this.httpPort}`,
+      },
     });
     for (let i = 0; i < 100; i++) {
       const ok = await request('GET', `${this.adminURL}/config/`).then(

@@ -1,0 +1,163 @@
+// Caddy on two replicas, as the in-cluster install runs it: every route on each, and a replica that
+// comes back with nothing gets every route from the other in one load before it serves. (Canary
+// splits are not tried here: their servers listen on abstract sockets, one set per Pod's network, so
+// two Caddies on one host collide; the per-replica counting is src/core/rollout.ts's addTraffic.)
+import { randomUUID } from 'node:crypto';
+import http from 'node:http';
+import net from 'node:net';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { CaddyFleet } from '../../activities/gateway/caddy-fleet.js';
+import { request } from '../../activities/gateway/http.js';
+import { routeId, type RouteSpec } from '../../src/core/route-rules.js';
+import { freePort } from '../../tools/local-stack/processes.js';
+import { CaddyProcess } from '../support/caddy-under-test.js';
+import { conditionOf, kubectlFor } from '../support/cluster.js';
+import { eventually } from '../support/eventually.js';
+import { machineModel } from '../support/models.js';
+import { installCrds, startOperatorProcess, type OperatorProcess } from '../support/operator-process.js';
+
+const stack = inject('stack');
+const k = kubectlFor(stack);
+let a: CaddyProcess;
+let b: CaddyProcess;
+let upstream: http.Server;
+let upstreamPort: number;
+
+/** Each replica listens where its own environment says: one config serves both on one host. */
+const listen = '{env.MMO_GATEWAY_LISTEN}';
+
+beforeAll(async () => {
+  [a, b] = [await CaddyProcess.create(stack), await CaddyProcess.create(stack)];
+  upstream = http.createServer((req, res) => res.writeHead(200).end(`model ${req.url}`));
+  upstreamPort = await freePort();
+  await new Promise<void>((resolve) => upstream.listen(upstreamPort, '127.0.0.1', resolve));
+});
+
+afterAll(async () => {
+  await a?.stop();
+  await b?.stop();
+  upstream?.close();
+});
+
+const fleetOf = (...replicas: CaddyProcess[]) =>
+  new CaddyFleet({
+    adminURL: replicas.map((r) => r.adminURL).join(','),
+    server: 'machinemodels',
+    listen,
+    publicURL: replicas[0]!.publicURL,
+  });
+
+const routeFor = (name: string): RouteSpec => ({
+  id: routeId({ namespace: 'replicas', name, uid: 'u' }),
+  namespace: 'replicas',
+  name,
+  uid: 'u',
+  pathPrefix: `/models/replicas/${name}`,
+  hostnames: [],
+  service: { name, namespace: 'replicas', host: '127.0.0.1', port: upstreamPort },
+  protocol: 'http',
+});
+
+const answers = async (replica: CaddyProcess, name: string) =>
+  (await request('GET', `${replica.publicURL}/models/replicas/${name}/v1/predict`)).status === 200;
+
+/** Whether anything accepts connections at the replica's models listener. */
+const listening = (replica: CaddyProcess) =>
+  new Promise<boolean>((resolve) => {
+    const socket = net.connect(replica.httpPort, '127.0.0.1');
+    socket.once('connect', () => resolve(socket.destroy() === undefined));
+    socket.once('error', () => resolve(false));
+  });
+
+describe('Caddy on two replicas', () => {
+  const count = 200;
+  const names = Array.from({ length: count }, (_, i) => `m-${i}`);
+
+  it(`publishes every route on each replica, and a replica that restarts empty serves all ${count} at once, from one load`, async () => {
+    const fleet = fleetOf(a, b);
+    for (const n of names) await fleet.put(routeFor(n));
+    expect(await answers(a, 'm-7')).toBe(true);
+    expect(await answers(b, 'm-199')).toBe(true);
+    expect((await fleet.list()).filter((r) => r.incomplete)).toEqual([]);
+
+    // A new Pod: nothing on its models listener until the operator gives it a config.
+    await b.stop('SIGKILL');
+    await b.start({ empty: true });
+    expect(await listening(b)).toBe(false);
+    const since = Date.now();
+    // Any admin call of the operator's (here the sweep's listing) brings it every route first.
+    const routes = await fleet.list();
+    const seconds = (Date.now() - since) / 1000;
+    expect(routes.filter((r) => r.incomplete)).toEqual([]);
+    const served = await Promise.all(names.map((n) => answers(b, n)));
+    expect(served.filter((ok) => !ok)).toEqual([]);
+    console.log(
+      `${count} routes on a replica that restarted empty: ${seconds.toFixed(2)} s (one load from the other replica)`,
+    );
+  }, 240_000);
+
+  it('lists a route one replica lost as incomplete, and a put gives it back', async () => {
+    const fleet = fleetOf(a, b);
+    const route = routeFor('m-3');
+    await request('DELETE', `${b.adminURL}/id/${route.id}`);
+    expect((await fleet.list()).find((r) => r.id === route.id)?.incomplete).toBe(true);
+    expect(await fleet.put(route)).toBe(true);
+    expect(await answers(b, 'm-3')).toBe(true);
+    expect((await fleet.list()).find((r) => r.id === route.id)?.incomplete).toBeUndefined();
+  });
+
+  it('removes a route from every replica', async () => {
+    const fleet = fleetOf(a, b);
+    for (const n of names) await fleet.remove(routeFor(n).id, { namespace: 'replicas', name: n, uid: 'u' });
+    expect(await fleet.list()).toEqual([]);
+    expect(await answers(a, 'm-1')).toBe(false);
+    expect(await answers(b, 'm-1')).toBe(false);
+  }, 120_000);
+});
+
+describe('the operator on two Caddy replicas', () => {
+  let operator: OperatorProcess;
+  let ns: string;
+
+  beforeAll(() => {
+    installCrds(stack);
+    ns = k.createNamespace('caddy-replicas');
+    operator = startOperatorProcess(
+      stack,
+      {
+        MMO_NAMESPACES: ns,
+        MMO_TASK_QUEUE: `mmo-${randomUUID()}`,
+        MMO_GATEWAY: 'caddy',
+        MMO_CADDY_ADMIN: `${a.adminURL},${b.adminURL}`,
+        MMO_CADDY_LISTEN: listen,
+        MMO_GATEWAY_PUBLIC_URL: a.publicURL,
+        MMO_GATEWAY_SWEEP_SECONDS: '3',
+      },
+      'caddy-replicas',
+    );
+  });
+
+  afterAll(async () => {
+    await operator?.stop();
+  });
+
+  it('publishes a model on both, and its route is back on a replica that restarted empty by the next sweep', async () => {
+    k.apply(machineModel(ns, 'twice'));
+    const mm = await eventually<any>(
+      'twice registered',
+      () => {
+        const m = k.get('machinemodel', ns, 'twice');
+        return conditionOf(m, 'GatewayRegistered')?.status === 'True' ? m : undefined;
+      },
+      60_000,
+    );
+    const id = routeId({ namespace: ns, name: 'twice', uid: mm.metadata.uid });
+    const onBoth = async () =>
+      (await a.routes()).some((r) => r['@id'] === id) && (await b.routes()).some((r) => r['@id'] === id);
+    expect(await onBoth()).toBe(true);
+    await a.stop('SIGKILL');
+    await a.start({ empty: true });
+    await eventually('route back on the restarted replica', async () => ((await onBoth()) ? true : undefined), 30_000);
+    expect(conditionOf(k.get('machinemodel', ns, 'twice'), 'GatewayRegistered')?.status).toBe('True');
+  });
+});
