@@ -21,6 +21,7 @@ import {
 } from '../src/core/rollout.js';
 import { isReady } from '../src/core/status.js';
 import type { ActivityDeps } from './deps.js';
+import { apiStatus } from '../src/process/kube-errors.js';
 import { fail, gatewayFailure, kubeFailure } from './failure.js';
 import { readDelegation, routeRefusalFor } from './route-refusal.js';
 
@@ -37,9 +38,36 @@ const weightManager = 'machinemodel-operator-rollout';
 
 type Owned = Parameters<typeof ownershipOf>[0];
 
-/** The canary's weight on its Service, as the rollout's own field manager declares it. */
-function weightDeclaration(ref: ModelRef, weight: number): KubernetesObject {
-  const metadata = { name: canaryName(ref.name), namespace: ref.namespace };
+/**
+ * Whether a live canary object is of `revision`'s canary; any revision's when none is named (the
+ * model's own round removes whatever canary outlived its rollout). A cancelled rollout names its
+ * revision, so its late cleanup never touches the canary of the revision that overtook it.
+ */
+const ofRevision = (live: KubernetesObject, revision: Revision | undefined) =>
+  !revision || live.metadata?.labels?.[revisionLabel] === revisionName(revision);
+
+/** Tries a read-check-write again when the object changed between the read and the write (409). */
+async function onFreshRead<T>(what: string, attempt: () => Promise<T>): Promise<T> {
+  for (let i = 0; ; i++) {
+    try {
+      return await attempt();
+    } catch (err) {
+      if (apiStatus(err) !== 409 || i >= 2) throw err;
+      log.info('the canary changed while being written: read again', { what });
+    }
+  }
+}
+
+/**
+ * The canary's weight on its Service, as the rollout's own field manager declares it; with the
+ * Service's resourceVersion, applied only to the Service as it was read.
+ */
+function weightDeclaration(ref: ModelRef, weight: number, resourceVersion?: string): KubernetesObject {
+  const metadata = {
+    name: canaryName(ref.name),
+    namespace: ref.namespace,
+    ...(resourceVersion ? { resourceVersion } : {}),
+  };
   return {
     apiVersion: 'v1',
     kind: 'Service',
@@ -162,8 +190,13 @@ export function applyCanaryActivity(deps: ActivityDeps) {
  */
 export function setCanaryWeightActivity(deps: ActivityDeps) {
   const { kube } = deps;
-  return async function setCanaryWeight(input: { ref: ModelRef; weight: number }): Promise<{ changed: boolean }> {
-    const { ref } = input;
+  return async function setCanaryWeight(input: {
+    ref: ModelRef;
+    weight: number;
+    /** The rollout's revision: only its canary's weight is set. */
+    revision?: Revision;
+  }): Promise<{ changed: boolean }> {
+    const { ref, revision } = input;
     let weight = input.weight;
     const name = canaryName(ref.name);
     let model;
@@ -172,14 +205,20 @@ export function setCanaryWeightActivity(deps: ActivityDeps) {
       // A model being deleted has no route to split: its workflow unpublished it (a cancelled rollout's
       // last step would otherwise put it back).
       if (!model || model.metadata.uid !== ref.uid || model.metadata.deletionTimestamp) return { changed: false };
-      refuseDisagreement(ref, model.spec, { weight });
+      refuseDisagreement(ref, model.spec, { weight, ...(revision && weight > 0 ? { revision } : {}) });
       weight = withinCeiling(ref, 'weight', weight, canaryCeiling(model.spec).weight);
-      const service = await kube.read('v1', 'Service', ref.namespace, name);
-      if (service) {
-        await kube.apply(weightDeclaration(ref, weight), weightManager);
-      } else if (weight > 0) {
-        throw fail('Transient', `the canary Service ${ref.namespace}/${name} does not exist yet`);
-      }
+      const declared = await onFreshRead(`${ref.namespace}/${name}`, async () => {
+        const service = await kube.read('v1', 'Service', ref.namespace, name);
+        if (!service) {
+          if (weight > 0) throw fail('Transient', `the canary Service ${ref.namespace}/${name} does not exist yet`);
+          return true;
+        }
+        // Another revision's canary (the one that overtook this rollout) keeps its own share.
+        if (!ofRevision(service, revision)) return false;
+        await kube.apply(weightDeclaration(ref, weight, revision && service.metadata?.resourceVersion), weightManager);
+        return true;
+      });
+      if (!declared) return { changed: false };
     } catch (err) {
       throw kubeFailure(err, `setting the canary weight of MachineModel ${ref.namespace}/${ref.name}`);
     }
@@ -212,8 +251,12 @@ export function canaryTrafficActivity({ gateway }: ActivityDeps) {
 }
 
 export function removeCanaryActivity({ kube }: ActivityDeps) {
-  return async function removeCanary(input: { ref: ModelRef }): Promise<{ removed: boolean }> {
-    const { ref } = input;
+  return async function removeCanary(input: {
+    ref: ModelRef;
+    /** The rollout's revision: only its canary goes. Without one, whatever canary the model has. */
+    revision?: Revision;
+  }): Promise<{ removed: boolean }> {
+    const { ref, revision } = input;
     const name = canaryName(ref.name);
     let removed = false;
     try {
@@ -221,11 +264,13 @@ export function removeCanaryActivity({ kube }: ActivityDeps) {
         ['v1', 'Service'],
         ['apps/v1', 'Deployment'],
       ] as const) {
-        const live = await kube.read(apiVersion, kind, ref.namespace, name);
-        if (live && ownershipOf(live as Owned, ref) === 'ours') {
-          await kube.delete(live, live.metadata?.uid);
+        await onFreshRead(`${kind} ${ref.namespace}/${name}`, async () => {
+          const live = await kube.read(apiVersion, kind, ref.namespace, name);
+          if (!live || ownershipOf(live as Owned, ref) !== 'ours' || !ofRevision(live, revision)) return;
+          // As read: a canary relabelled for a newer revision meanwhile is not this one's to remove.
+          await kube.delete(live, live.metadata?.uid, revision && live.metadata?.resourceVersion);
           removed = true;
-        }
+        });
       }
     } catch (err) {
       throw kubeFailure(err, `removing the canary of MachineModel ${ref.namespace}/${ref.name}`);

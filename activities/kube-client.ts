@@ -222,7 +222,12 @@ export class KubeClient {
     return applied;
   }
 
-  async delete(obj: KubernetesObject, preconditionUid?: string): Promise<void> {
+  /** Deletes the object, only while it is that uid (and, with one, that resourceVersion): else 409. */
+  async delete(obj: KubernetesObject, preconditionUid?: string, preconditionVersion?: string): Promise<void> {
+    const preconditions = {
+      ...(preconditionUid ? { uid: preconditionUid } : {}),
+      ...(preconditionVersion ? { resourceVersion: preconditionVersion } : {}),
+    };
     try {
       await this.objects.delete(
         obj,
@@ -231,7 +236,7 @@ export class KubeClient {
         undefined,
         undefined,
         'Background',
-        preconditionUid ? { preconditions: { uid: preconditionUid } } : undefined,
+        Object.keys(preconditions).length ? { preconditions } : undefined,
       );
     } catch (err) {
       if (apiStatus(err) !== 404) throw err;

@@ -180,7 +180,7 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
   const traffic = (): Promise<TrafficSample | undefined> =>
     step('canaryTraffic', "read the canary's requests on the gateway", { ref });
   async function setWeight(weight: number) {
-    await step('setCanaryWeight', `send ${weight}% of ${label}'s requests to the canary`, { ref, weight });
+    await step('setCanaryWeight', `send ${weight}% of ${label}'s requests to the canary`, { ref, weight, revision });
     view.weight = weight;
   }
 
@@ -300,7 +300,7 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
   /** All traffic back to the stable revision, then the canary goes: no request reaches a removed canary. */
   async function withdrawCanary() {
     await setWeight(0);
-    await step('removeCanary', `remove the canary of ${label}`, { ref });
+    await step('removeCanary', `remove the canary of ${label}`, { ref, revision });
   }
 
   let ending: Ending | undefined;

@@ -285,6 +285,35 @@ describe("a new revision in the last one's canary", () => {
   });
 });
 
+describe('a rollout overtaken by a newer revision', () => {
+  it("withdraws only its own revision's canary: its late cleanup leaves the newer canary and its share alone (bug: it deleted them)", async () => {
+    const racing = k.createNamespace('caddy-overtaken');
+    const kc = new KubeConfig();
+    kc.loadFromFile(operatorKubeconfig(stack));
+    const kube = new KubeClient(kc);
+    const acts = createActivities({ kube, build: defaultBuildOptions });
+    const rollout = { strategy: 'Canary' as const, steps: [{ weight: 30 }] };
+    const v = (n: number) => ({ image: `registry.example/m:${n}`, modelPath: '/m' });
+    k.apply(machineModel(racing, 'raced', { ...v(3), rollout }));
+    const mm = await eventually<any>('created', () => k.get('machinemodel', racing, 'raced'));
+    const ref = { namespace: racing, name: 'raced', uid: mm.metadata.uid as string };
+    // The rollout of v3 has applied its canary and set its step's share...
+    await acts.applyCanary({ ref, revision: v(3), replicas: 1 });
+    await acts.setCanaryWeight({ ref, weight: 30, revision: v(3) });
+    // ...when the cancelled rollout of v2 finishes its cleanup.
+    expect(await acts.setCanaryWeight({ ref, weight: 0, revision: v(2) })).toEqual({ changed: false });
+    expect(await acts.removeCanary({ ref, revision: v(2) })).toEqual({ removed: false });
+    expect(await canaryWeightOf(kube, ref)).toBe(30);
+    expect(k.get('deployment', racing, 'raced-canary')).toBeDefined();
+    expect(k.get('service', racing, 'raced-canary')).toBeDefined();
+    // Its own revision's cleanup still withdraws it.
+    await acts.setCanaryWeight({ ref, weight: 0, revision: v(3) });
+    expect(await canaryWeightOf(kube, ref)).toBe(0);
+    expect(await acts.removeCanary({ ref, revision: v(3) })).toEqual({ removed: true });
+    expect(k.get('deployment', racing, 'raced-canary')).toBeUndefined();
+  });
+});
+
 describe("a canary's share of the requests, counted on Caddy", () => {
   /** A plain HTTP server on loopback that answers every request with `status` and its own name. */
   async function backend(name: string, status: number) {
