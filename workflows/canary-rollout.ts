@@ -234,7 +234,8 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
       // little, and a canary that answers errors fails before its step ends.
       const [now] = await Promise.all([health(replicas), watched ? read() : undefined]);
       const verdict = judgeCanary(plan.analysis, { ...now, ...(seen ? { traffic: seen } : {}) }, false);
-      if (verdict.kind === 'failed') return verdict;
+      // Not ready: its share goes back at once, and the step starts over once it is (runStep).
+      if (verdict.kind === 'failed' || verdict.kind === 'waiting') return verdict;
     }
     pauseEndsAt = undefined;
     let sample: TrafficSample | undefined;
@@ -262,7 +263,7 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
       if (verdict.kind === 'waiting') {
         unreadySince ??= Date.now();
         if (Date.now() - unreadySince >= readyDeadlineSeconds * 1000) {
-          const message = `canary not ready at the end of its step within ${readyDeadlineSeconds} s: ${verdict.detail}`;
+          const message = `canary not ready again within ${readyDeadlineSeconds} s: ${verdict.detail}`;
           verdict = { kind: 'failed', check: 'Ready', message };
         }
       }
@@ -288,9 +289,9 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
           break;
         }
         case 'waiting':
-          // Not ready at the end of its step: unjudged, so not passed. Its share goes back to the
+          // Not ready in its pause or at its end: unjudged, so not passed. Its share goes back to the
           // stable revision, and the step starts again once it is ready (or fails at the deadline).
-          note(`${stepLabel}: ${verdict.detail} at the end of the step; waiting again`);
+          note(`${stepLabel}: ${verdict.detail}; its share back to the stable revision, waiting again`);
           await setWeight(0);
           break;
       }

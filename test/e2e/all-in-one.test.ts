@@ -153,8 +153,8 @@ describe.skipIf(!stack.realNode)(
         () => allReady(pods('machinemodel-system'), 2),
         180_000,
       );
-      // Ready once it serves the models' listener, which the operator gives it.
-      await eventually('the gateway Ready', () => allReady(pods('machinemodel-gateway'), 1), 120_000);
+      // Both replicas Ready once each serves the models' listener, which the operator gives it.
+      await eventually('both gateway replicas Ready', () => allReady(pods('machinemodel-gateway'), 2), 120_000);
       for (const p of operators) {
         expect(p.spec.nodeName).toBe(realNodeName);
         expect(p.spec.securityContext).toMatchObject({ runAsNonRoot: true, runAsUser: 65532 });

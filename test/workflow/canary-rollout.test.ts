@@ -154,6 +154,25 @@ describe('canaryRolloutWorkflow', () => {
     });
   });
 
+  it('takes its share back from a canary that turns unready in its pause at the next look, not at the pause end (bug: it kept the share for the whole pause)', async () => {
+    const cluster = new FakeCluster();
+    await wf.withWorker(cluster, async (tq) => {
+      const handle = await start(tq, { plan: { strategy: 'Canary', steps: [{ weight: 50, pause: '10m' }] } });
+      await pass('1 minute');
+      expect(await handle.query(rolloutStateQuery)).toMatchObject({ phase: 'Progressing', weight: 50 });
+      cluster.canary.ready = false;
+      // The rollout looks every 30 s: within a minute the share is back, nine minutes before the pause ends.
+      await pass('1 minute');
+      expect(await handle.query(rolloutStateQuery)).toMatchObject({ phase: 'Progressing', step: 1, weight: 0 });
+      expect(cluster.canary.weights).toEqual([50, 0]);
+      // Ready again: the step starts over, its share and its whole pause.
+      cluster.canary.ready = true;
+      await pass('1 minute');
+      expect(await handle.query(rolloutStateQuery)).toMatchObject({ phase: 'Progressing', step: 1, weight: 50 });
+      expect(await handle.result()).toMatchObject({ outcome: 'Promoted' });
+    });
+  });
+
   it("rolls back when the canary's error rate over a step is too high, with the numbers", async () => {
     const cluster = new FakeCluster();
     cluster.canary.traffic = { requests: 1000, errors: 50 };
