@@ -1,4 +1,4 @@
-// The import rules of the layers (README "Layout"); `npm test` fails on any violation.
+// The import rules of the layers (docs/contributing.md, "Layout"); `npm test` fails on any violation.
 //   src/core        pure, workflow-safe decisions: imports nothing but itself
 //   workflows       orchestration: src/core, @temporalio/workflow|common; activities only as types
 //   activities      Kubernetes and gateway I/O: src/core, src/process

@@ -20,7 +20,7 @@
 //   a failure. Gateway steps have an attempt limit; their failures become a condition (see gateway.ts).
 // - nextCheckSeconds is how long the workflow sleeps after a round unless a signal comes first: the
 //   readiness backoff (2 s doubling to 60 s, never past the progress deadline) while a rollout
-//   progresses, at most 30 s while the gateway is away, the drift check (600 s) once settled.
+//   progresses, at most 30 s while the gateway is away, the drift check (10 hours, give or take a tenth) once settled.
 import {
   allHandlersFinished,
   condition,

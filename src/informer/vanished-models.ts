@@ -1,7 +1,7 @@
 // Models deleted while no informer watched. Without a finalizer nothing held them for the operator,
 // and a first list cannot report what is no longer there: after it, every running workflow whose
 // model the informer does not know is told of the deletion, so it finishes now instead of at its
-// next timer (the drift check, up to 10 minutes away).
+// next timer (the drift check, up to 11 hours away).
 import type { Client } from '@temporalio/client';
 import { workflowType } from '../../workflows/definitions.js';
 import { nameAttribute, namespaceAttribute } from '../../workflows/search-attributes.js';
