@@ -13,7 +13,7 @@ export default defineConfig({
         test: {
           name: 'fast',
           include: ['test/unit/**/*.test.ts', 'test/workflow/**/*.test.ts'],
-          globalSetup: ['test/support/time-skipping-setup.ts'],
+          globalSetup: ['test/support/time-skipping-setup.ts', 'test/support/workflow-bundle-setup.ts'],
           testTimeout: 30_000,
           hookTimeout: 120_000,
         },

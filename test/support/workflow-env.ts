@@ -2,11 +2,10 @@
 // code, stubbed activities (a FakeCluster).
 import { randomUUID } from 'node:crypto';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { bundleWorkflowCode, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { Worker } from '@temporalio/worker';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, inject } from 'vitest';
 import { ReconcileMetrics } from '../../src/process/reconcile-metrics.js';
-import { workflowBundleOptions } from '../../src/process/workflow-bundle.js';
 import type { FakeCluster } from './fake-cluster.js';
 import { registerSearchAttributes } from './temporal.js';
 
@@ -39,10 +38,7 @@ async function workflowTestEnv(): Promise<WorkflowTestEnv & { teardown(): Promis
     server: { executable: { type: 'existing-path', path: inject('timeSkippingServer') } },
   });
   await registerSearchAttributes(env.connection);
-  const workflowBundle: WorkflowBundleWithSourceMap = await bundleWorkflowCode({
-    ...workflowBundleOptions(),
-    logger: { trace() {}, debug() {}, info() {}, warn: console.warn, error: console.error, log() {} },
-  });
+  const workflowBundle = { code: inject('workflowBundleCode') };
   return {
     env,
     async withWorker(cluster, fn) {

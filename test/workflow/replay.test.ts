@@ -3,14 +3,13 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from '@temporalio/worker';
 import { Registry } from 'prom-client';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import { ReconcileMetrics } from '../../src/process/reconcile-metrics.js';
-import { workflowBundleOptions } from '../../src/process/workflow-bundle.js';
 
 const dir = fileURLToPath(new URL('../histories', import.meta.url));
 const files = readdirSync(dir).filter((f) => f.endsWith('.json'));
-// Replayed as the worker runs them: with the modules every workflow shares preloaded.
-const { workflowsPath, preloadModules } = workflowBundleOptions();
+// Replayed as the worker runs them: the bundle with the modules every workflow shares preloaded.
+const workflowBundle = { code: inject('workflowBundleCode') };
 
 describe('replay of recorded histories', () => {
   it('has histories to replay', () => {
@@ -22,11 +21,7 @@ describe('replay of recorded histories', () => {
     const history: unknown = JSON.parse(readFileSync(path.join(dir, file), 'utf8'));
     const registry = new Registry();
     const sinks = new ReconcileMetrics(registry).sinks();
-    await Worker.runReplayHistory(
-      { workflowsPath, bundlerOptions: { preloadModules }, sinks },
-      history,
-      `replay-${file}`,
-    );
+    await Worker.runReplayHistory({ workflowBundle, sinks }, history, `replay-${file}`);
     // A replayed round is not counted again: the operator's round metrics come from live rounds only.
     const rounds = await registry.getSingleMetric('machinemodel_operator_reconcile_rounds_total')!.get();
     expect(rounds.values.reduce((sum, v) => sum + v.value, 0)).toBe(0);
