@@ -225,7 +225,7 @@ function operatorCommand(): Command {
         .env('MMO_MAX_CONCURRENT_LOCAL_ACTIVITIES')
         .argParser(wholeNumber('--max-concurrent-local-activities'))
         // The SDK's 100 drove kube-apiserver's Service creation into handler timeouts in an N=10,000
-        // attempt (its numbers were not kept; docs/performance.md, "N=10,000", ran with 16).
+        // attempt (its numbers were not kept; bench/journal.md, "N=10,000 (2026-11-25)", ran with 16).
         .default(16),
     )
     .addOption(

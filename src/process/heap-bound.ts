@@ -35,7 +35,7 @@ const cacheHeadroom = 16;
  * model waits for its Deployment, the models ahead of it settle and as many start behind it, each
  * with a task: a cache smaller than twice the gate evicts it before it gets Ready, and its next
  * task replays its history (at N=1,000: 111 cached, 835 misses; 135 cached, none;
- * docs/performance.md, "The workflow cache and the start gate"). Never below the SDK's default.
+ * bench/journal.md, "The workflow cache and the start gate"). Never below the SDK's default.
  */
 export function cachedWorkflowsFor(heapLimitMiB: number, maxStarting: number): number {
   const sdkDefault = sdkDefaultCachedWorkflows(heapLimitMiB);

@@ -57,7 +57,7 @@ const connections = new WeakMap<KubeConfig, Connections>();
 /**
  * One request with undici's `request`, on the dispatcher client-node's authentication chose: the
  * same connections, headers and TLS as client-node's own `fetch`, without the WHATWG Request,
- * Headers and stream objects `fetch` builds around every call (docs/performance.md, "Shared
+ * Headers and stream objects `fetch` builds around every call (bench/journal.md, "Shared
  * workflow modules and Kubernetes requests without `fetch`").
  */
 async function send(ctx: RequestContext): Promise<ResponseContext> {
