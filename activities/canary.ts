@@ -3,8 +3,14 @@
 // that is already as asked.
 import { log } from '@temporalio/activity';
 import type { KubernetesObject, V1Deployment } from '@kubernetes/client-node';
-import { canaryWeightAnnotation, revisionLabel, type MachineModelSpec, type ModelRef } from '../src/core/api.js';
-import { buildCanaryDeployment, buildCanaryService, canaryName } from '../src/core/canary-state.js';
+import { canaryWeightAnnotation, type MachineModelSpec, type ModelRef } from '../src/core/api.js';
+import {
+  buildCanaryDeployment,
+  buildCanaryService,
+  canaryName,
+  isCanaryOf,
+  resetsShare,
+} from '../src/core/canary-state.js';
 import { containerTroubles } from '../src/core/container-troubles.js';
 import { isSubset } from '../src/core/desired-state.js';
 import { ownershipOf } from '../src/core/ownership.js';
@@ -13,7 +19,6 @@ import { matchedPrefix, routeId, routeSpec, wantsRoute } from '../src/core/route
 import {
   canaryCeiling,
   canaryRequestRefusal,
-  revisionName,
   revisionOf,
   type CanaryHealth,
   type Revision,
@@ -37,14 +42,6 @@ export async function canaryWeightOf(kube: ActivityDeps['kube'], ref: ModelRef):
 const weightManager = 'machinemodel-operator-rollout';
 
 type Owned = Parameters<typeof ownershipOf>[0];
-
-/**
- * Whether a live canary object is of `revision`'s canary; any revision's when none is named (the
- * model's own round removes whatever canary outlived its rollout). A cancelled rollout names its
- * revision, so its late cleanup never touches the canary of the revision that overtook it.
- */
-const ofRevision = (live: KubernetesObject, revision: Revision | undefined) =>
-  !revision || live.metadata?.labels?.[revisionLabel] === revisionName(revision);
 
 /** Tries a read-check-write again when the object changed between the read and the write (409). */
 async function onFreshRead<T>(what: string, attempt: () => Promise<T>): Promise<T> {
@@ -159,7 +156,7 @@ export function applyCanaryActivity(deps: ActivityDeps) {
       const liveService = await readOurs(ref, 'v1', 'Service');
       // The canary of an earlier revision had its share: a new revision starts at none, unjudged, on
       // its Service and on the gateway, before its Pods can take any request.
-      if (liveService && liveService.metadata?.labels?.[revisionLabel] !== revisionName(revision)) {
+      if (resetsShare(liveService ? liveService.metadata?.labels : null, revision)) {
         await kube.apply(weightDeclaration(ref, 0), weightManager);
         await splitPublishedRoute(deps, ref, model.spec, 0).catch((err: unknown) => {
           throw gatewayFailure(
@@ -214,7 +211,7 @@ export function setCanaryWeightActivity(deps: ActivityDeps) {
           return true;
         }
         // Another revision's canary (the one that overtook this rollout) keeps its own share.
-        if (!ofRevision(service, revision)) return false;
+        if (!isCanaryOf(service.metadata?.labels, revision)) return false;
         await kube.apply(weightDeclaration(ref, weight, revision && service.metadata?.resourceVersion), weightManager);
         return true;
       });
@@ -266,7 +263,8 @@ export function removeCanaryActivity({ kube }: ActivityDeps) {
       ] as const) {
         await onFreshRead(`${kind} ${ref.namespace}/${name}`, async () => {
           const live = await kube.read(apiVersion, kind, ref.namespace, name);
-          if (!live || ownershipOf(live as Owned, ref) !== 'ours' || !ofRevision(live, revision)) return;
+          if (!live || ownershipOf(live as Owned, ref) !== 'ours' || !isCanaryOf(live.metadata?.labels, revision))
+            return;
           // As read: a canary relabelled for a newer revision meanwhile is not this one's to remove.
           await kube.delete(live, live.metadata?.uid, revision && live.metadata?.resourceVersion);
           removed = true;

@@ -20,30 +20,12 @@ export interface PatchRecord {
   stage: 'patched' | 'deprecated';
 }
 
-// Every path that existed at v0.1.0 is the baseline.
+// Every path that existed at v0.1.0 is the baseline. v0.1.0 shipped no rollout workflow, so
+// canaryRolloutWorkflow needs no patch until a release ships it.
 export const patches = {
   'canary-rollouts': {
     workflow: 'machineModelWorkflow',
     guards: 'a model with spec.rollout starts a canary rollout (a child workflow) for a new revision and follows it',
-    addedIn: '0.2.0',
-    stage: 'patched',
-  },
-  'rollout-view-current': {
-    workflow: 'canaryRolloutWorkflow',
-    guards: "the rollout's view drops the canary's waiting message once the canary is ready",
-    addedIn: '0.2.0',
-    stage: 'patched',
-  },
-  'rollout-traffic-watched': {
-    workflow: 'canaryRolloutWorkflow',
-    guards:
-      "the canary's requests are read from the gateway at every look during a pause, and a breach fails the step at once",
-    addedIn: '0.2.0',
-    stage: 'patched',
-  },
-  'rollout-ready-deadline': {
-    workflow: 'canaryRolloutWorkflow',
-    guards: 'a canary not ready within 600 s of its step fails the Ready check instead of holding the rollout',
     addedIn: '0.2.0',
     stage: 'patched',
   },

@@ -41,3 +41,20 @@ export function buildCanaryService(ref: ModelRef, spec: MachineModelSpec, revisi
     spec: { ...s.spec, selector: selectorLabels(canaryName(ref.name)) },
   };
 }
+
+type Labels = Record<string, string> | undefined;
+
+/**
+ * Whether a live canary object (by its labels) is `revision`'s canary; any revision's when none is
+ * named (the model's own round removes whatever canary outlived its rollout). A cancelled rollout
+ * names its revision, so its late cleanup never touches the canary of the revision that overtook it.
+ */
+export const isCanaryOf = (labels: Labels, revision: Revision | undefined): boolean =>
+  !revision || labels?.[revisionLabel] === revisionName(revision);
+
+/**
+ * Whether applying `revision`'s canary over the live canary Service (its labels; undefined: none)
+ * takes the earlier revision's share away first: a new revision starts at no share, unjudged.
+ */
+export const resetsShare = (liveLabels: Labels | null, revision: Revision): boolean =>
+  liveLabels !== null && liveLabels?.[revisionLabel] !== revisionName(revision);

@@ -65,10 +65,11 @@ describe('canaryRolloutWorkflow', () => {
       cluster.canary.traffic = { requests: 400, errors: 4 };
       const result: RolloutResult = await handle.result();
       expect(result).toMatchObject({ outcome: 'Promoted', message: 'every step passed (2)' });
-      expect(cluster.canary.weights).toEqual([10, 50]);
+      // Promoted: its share goes back to the stable revision, which the model's workflow moves to it.
+      expect(cluster.canary.weights).toEqual([10, 50, 0]);
       // 10 % and 50 % of 4 stable replicas, rounded up.
       expect(cluster.canary.replicas).toBe(2);
-      // The model's workflow makes the revision stable, then removes the canary: traffic stays on it until then.
+      // The model's workflow makes the revision stable, then removes the canary.
       expect(cluster.canary.removed).toBe(0);
       expect(result.view.verdicts).toContain(
         'step 1 (10%): canary 1 of 1 ready; 2 of 200 requests answered 5xx (1%, at most 5%)',
@@ -216,7 +217,7 @@ describe('canaryRolloutWorkflow', () => {
     });
   });
 
-  it('with onFailure: Pause, holds for a person, who tries the step again and then promotes', async () => {
+  it('with onFailure: Pause, holds for a person with the failing canary at no share, who tries the step again and then promotes', async () => {
     const cluster = new FakeCluster();
     cluster.canary.traffic = { requests: 0, errors: 0 };
     await wf.withWorker(cluster, async (tq) => {
@@ -225,7 +226,8 @@ describe('canaryRolloutWorkflow', () => {
       cluster.canary.traffic = { requests: 100, errors: 50 };
       await pass('10 minutes');
       const held = await handle.query(rolloutStateQuery);
-      expect(held).toMatchObject({ phase: 'Paused', pausedBy: 'analysis', step: 1, weight: 10 });
+      // The failing canary takes no requests while it waits for a person.
+      expect(held).toMatchObject({ phase: 'Paused', pausedBy: 'analysis', step: 1, weight: 0 });
       expect(held.message).toContain('50 of 100 requests answered 5xx');
       // Hours later, still held: a failed check never moves on by itself.
       await pass('3 hours');
@@ -234,6 +236,8 @@ describe('canaryRolloutWorkflow', () => {
       const resumed = await handle.executeUpdate(resumeUpdate, { args: [{ by: 'alice' }] });
       expect(resumed.phase).toBe('Progressing');
       await pass('1 minute');
+      // The step again from its start: ready, then its share.
+      expect(cluster.canary.weights).toEqual([10, 0, 10]);
       const promoted = await handle.executeUpdate(promoteUpdate, { args: [{ by: 'alice' }] });
       expect(promoted.verdicts).toContain('promotion asked by alice');
       expect(await handle.result()).toMatchObject({ outcome: 'Promoted', message: 'promoted by a person at step 1' });
@@ -277,7 +281,7 @@ describe('canaryRolloutWorkflow', () => {
       expect(resumed.phase).toBe('Progressing');
       expect(resumed.pauseSecondsLeft).toBe(left);
       expect(await handle.result()).toMatchObject({ outcome: 'Promoted' });
-      expect(cluster.canary.weights).toEqual([20]);
+      expect(cluster.canary.weights).toEqual([20, 0]);
     });
   });
 

@@ -1,0 +1,400 @@
+// The rollout's state machine (src/core/rollout-machine.ts) under generated interleavings, as a model
+// checker would drive it: rollouts of 1–5 steps in a simulated world (a canary whose readiness flaps,
+// that answers errors or not, a gateway), with people's promote, abort, pause and resume, worker
+// restarts, slow gateway steps, and a newer revision that cancels the rollout and starts its own on
+// the same canary objects. Invariants are checked after every event. Every counterexample found is kept
+// as a named case at the end.
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import type { RolloutSpec } from '../../src/core/api.js';
+import { isCanaryOf, resetsShare } from '../../src/core/canary-state.js';
+import { revisionLabel } from '../../src/core/api.js';
+import {
+  cancelled,
+  commandFor,
+  decide,
+  hasEnded,
+  initialState,
+  personCommand,
+  type Ending,
+  type MachineCommand,
+  type MachineEvent,
+  type MachineInput,
+  type MachineState,
+  type PersonCommand,
+} from '../../src/core/rollout-machine.js';
+import { canaryReplicas, revisionName, type Revision } from '../../src/core/rollout.js';
+
+/** What happens in the world between the machine's steps. */
+type Tick =
+  | { kind: 'run'; who: 0 | 1 }
+  | { kind: 'ready'; fraction: 0 | 0.5 | 1 }
+  | { kind: 'crash' }
+  | { kind: 'errors'; bad: boolean }
+  | { kind: 'person'; command: PersonCommand }
+  | { kind: 'restart' }
+  | { kind: 'slow-gateway'; seconds: number }
+  | { kind: 'newer-revision' };
+
+const revisions: Revision[] = [
+  { image: 'registry.example/m:2', modelPath: '/m' },
+  { image: 'registry.example/m:3', modelPath: '/m' },
+];
+
+/** The canary objects (one name, relabelled by each revision) and the gateway, as the activities treat them. */
+interface World {
+  clock: number;
+  canary?: { labels: Record<string, string>; replicas: number };
+  /** The weight on the canary's Service and route. */
+  weight: number;
+  readyFraction: 0 | 0.5 | 1;
+  crashing: boolean;
+  bad: boolean;
+  /** The gateway's counters of the canary's requests. */
+  requests: number;
+  errors: number;
+  /** The next gateway step takes this long (its retries). */
+  gatewayDelay: number;
+}
+
+interface Rollout {
+  revision: Revision;
+  input: MachineInput;
+  state: MachineState;
+  command: MachineCommand;
+  /** When the running hold ends. */
+  holdEndsAt?: number;
+  /** The last look's answer, with the step and weight it was taken at. */
+  looks: { step: number; ready: number; troubled: boolean }[];
+  ending?: Ending;
+  /** Every step's last look before it was left, for the promotion check. */
+  lastLookOfStep: Map<number, { ready: number; needed: number; troubled: boolean }>;
+  promotedByPerson: boolean;
+}
+
+const labelsOf = (r: Revision) => ({ [revisionLabel]: revisionName(r) });
+
+function perform(w: World, r: Rollout): MachineEvent | undefined {
+  const c = r.command;
+  switch (c.do) {
+    case 'finish':
+      return undefined;
+    case 'hold':
+      if (c.seconds === undefined) return undefined;
+      r.holdEndsAt ??= w.clock + c.seconds * 1000;
+      w.clock = Math.max(w.clock, r.holdEndsAt);
+      r.holdEndsAt = undefined;
+      return { kind: 'woke', at: w.clock };
+    case 'look': {
+      // applyCanary: a new revision relabels the canary and starts it at no share.
+      const live = w.canary?.labels ?? null;
+      if (resetsShare(live, r.revision)) w.weight = 0;
+      w.canary = { labels: labelsOf(r.revision), replicas: c.replicas };
+      const ready = w.crashing ? 0 : Math.floor(c.replicas * w.readyFraction);
+      const health = {
+        readyReplicas: ready,
+        desiredReplicas: c.replicas,
+        ...(w.crashing
+          ? {
+              trouble: {
+                kind: 'crash-loop' as const,
+                pods: c.replicas,
+                container: 'model',
+                restarts: 3,
+                lastReason: 'Error',
+              },
+            }
+          : {}),
+      };
+      // Requests came to the canary since the last look, in proportion to its share.
+      const came = w.weight;
+      w.requests += came;
+      if (w.bad || ready === 0) w.errors += came;
+      r.looks.push({ step: r.state.step, ready, troubled: w.crashing });
+      r.lastLookOfStep.set(r.state.step, {
+        ready,
+        needed: canaryReplicas(r.input.stableReplicas, r.input.plan.steps[r.state.step]!.weight),
+        troubled: w.crashing,
+      });
+      w.clock += 1000;
+      return {
+        kind: 'looked',
+        at: w.clock,
+        health,
+        ...(c.withTraffic ? { traffic: { requests: w.requests, errors: w.errors, countedSince: 1 } } : {}),
+      };
+    }
+    case 'count':
+      w.clock += 1000;
+      return { kind: 'counted', at: w.clock, traffic: { requests: w.requests, errors: w.errors, countedSince: 1 } };
+    case 'set-weight':
+      // setCanaryWeight: only on this revision's canary (or none).
+      w.clock += 1000 + w.gatewayDelay * 1000;
+      w.gatewayDelay = 0;
+      if (!w.canary || isCanaryOf(w.canary.labels, r.revision)) w.weight = w.canary ? c.weight : 0;
+      return { kind: 'weight-set', at: w.clock };
+    case 'remove':
+      if (w.canary && isCanaryOf(w.canary.labels, r.revision)) w.canary = undefined;
+      w.clock += 1000;
+      return { kind: 'removed', at: w.clock };
+  }
+}
+
+function newRollout(plan: RolloutSpec, revision: Revision, at: number): Rollout {
+  const input: MachineInput = { plan, stableReplicas: 4, checkSeconds: 30, readyDeadlineSeconds: 600 };
+  const first = decide(input, initialState(), { kind: 'start', at });
+  return {
+    revision,
+    input,
+    state: first.state,
+    command: first.command,
+    looks: [],
+    lastLookOfStep: new Map(),
+    promotedByPerson: false,
+  };
+}
+
+/** Feeds the event to the machine, checking the invariants that hold after every decision. */
+function feed(w: World, r: Rollout, event: MachineEvent, live: () => Rollout | undefined) {
+  const before = r.state;
+  const d = decide(r.input, r.state, event);
+  r.state = d.state;
+  r.command = d.command;
+  const steps = r.input.plan.steps;
+  // Never a weight above the current step's.
+  expect(r.state.weight).toBeLessThanOrEqual(steps[Math.min(r.state.step, steps.length - 1)]!.weight);
+  // A canary whose ready replicas cannot carry its share loses it at the next command.
+  if (event.kind === 'looked' && r.state.weight > 0) {
+    const needed = canaryReplicas(r.input.stableReplicas, r.state.weight);
+    if (event.health.readyReplicas < needed || event.health.trouble) {
+      expect(r.command).toEqual({ do: 'set-weight', weight: 0 });
+    }
+  }
+  // A weight is given only to a canary whose last look could carry it.
+  if (r.command.do === 'set-weight' && r.command.weight > 0) {
+    const last = r.looks.at(-1)!;
+    expect(last.troubled).toBe(false);
+    expect(last.ready).toBeGreaterThanOrEqual(canaryReplicas(r.input.stableReplicas, r.command.weight));
+  }
+  // The rollout that owns the canary objects has the gateway's weight (a cancelled one's cleanup took none of it).
+  const owner = live();
+  if (owner && w.canary && isCanaryOf(w.canary.labels, owner.revision) && owner.command.do !== 'finish') {
+    if (owner.state.stage.kind !== 'ending') expect(w.weight).toBe(owner.state.weight);
+  }
+  if (r.command.do === 'finish' && !r.ending) {
+    r.ending = r.command.ending;
+    if (r.ending.outcome === 'Promoted' && !r.promotedByPerson) {
+      // Promoted by the analysis: every step's last look found the canary ready for the step.
+      for (let i = 0; i < steps.length; i++) {
+        const last = r.lastLookOfStep.get(i);
+        expect(last, `step ${i + 1} was looked at`).toBeDefined();
+        expect(last!.troubled).toBe(false);
+        expect(last!.ready).toBeGreaterThanOrEqual(last!.needed);
+      }
+    }
+  }
+  void before;
+}
+
+interface Run {
+  rollouts: Rollout[];
+  world: World;
+}
+
+/** Plays the ticks, then lets the world heal and people resume until every rollout finished. */
+function play(plan: RolloutSpec, ticks: Tick[]): Run {
+  const w: World = {
+    clock: 0,
+    weight: 0,
+    readyFraction: 1,
+    crashing: false,
+    bad: false,
+    requests: 0,
+    errors: 0,
+    gatewayDelay: 0,
+  };
+  const rollouts = [newRollout(plan, revisions[0]!, 0)];
+  const live = () => rollouts.at(-1);
+  const advance = (r: Rollout) => {
+    const event = perform(w, r);
+    if (event) feed(w, r, event, live);
+  };
+  for (const t of ticks) {
+    switch (t.kind) {
+      case 'run': {
+        const r = rollouts[Math.min(t.who, rollouts.length - 1)]!;
+        if (r.command.do !== 'finish') advance(r);
+        break;
+      }
+      case 'ready':
+        w.readyFraction = t.fraction;
+        break;
+      case 'crash':
+        w.crashing = !w.crashing;
+        break;
+      case 'errors':
+        w.bad = t.bad;
+        break;
+      case 'slow-gateway':
+        w.gatewayDelay = t.seconds;
+        break;
+      case 'restart':
+        // A worker restart: the workflow resumes from its history, so the state is what was recorded.
+        for (const r of rollouts) r.state = JSON.parse(JSON.stringify(r.state)) as MachineState;
+        break;
+      case 'person': {
+        const r = live()!;
+        if (hasEnded(r.state) || r.command.do === 'finish') break;
+        if (t.command === 'promote') r.promotedByPerson = true;
+        r.state = personCommand(r.state, t.command, 'alice', w.clock);
+        // A hold wakes at a person's command.
+        if (r.command.do === 'hold') feed(w, r, { kind: 'woke', at: w.clock }, live);
+        break;
+      }
+      case 'newer-revision': {
+        const old = live()!;
+        if (rollouts.length > 1 || old.command.do === 'finish') break;
+        old.state = cancelled(old.state);
+        old.command = commandFor(old.input, old.state, w.clock);
+        rollouts.push(newRollout(plan, revisions[1]!, w.clock));
+        break;
+      }
+    }
+  }
+  // The world heals; people resume what they paused: every rollout must end.
+  w.readyFraction = 1;
+  w.crashing = false;
+  w.bad = false;
+  for (let i = 0; i < 5_000 && rollouts.some((r) => r.command.do !== 'finish'); i++) {
+    for (const r of rollouts) {
+      if (r.command.do === 'finish') continue;
+      if (r.command.do === 'hold' && (r.command.seconds === undefined || r.state.paused)) {
+        r.state = personCommand(r.state, 'resume', 'bob', w.clock);
+        feed(w, r, { kind: 'woke', at: w.clock }, live);
+      } else advance(r);
+    }
+  }
+  for (const r of rollouts) expect(r.command.do, 'every rollout ends').toBe('finish');
+  return { rollouts, world: w };
+}
+
+/** At the end: exactly the objects the outcome implies. */
+function checkEnd({ rollouts, world }: Run) {
+  const last = rollouts.at(-1)!;
+  for (const r of rollouts.slice(0, -1)) expect(r.ending!.outcome).toBe('Cancelled');
+  // Every ending gives the share back to the stable revision.
+  expect(world.weight).toBe(0);
+  if (last.ending!.outcome === 'Promoted') {
+    // The promoted canary's objects stay for the model's workflow to make its revision stable first.
+    expect(world.canary && isCanaryOf(world.canary.labels, last.revision)).toBe(true);
+  } else {
+    expect(world.canary).toBeUndefined();
+    expect(world.weight).toBe(0);
+  }
+}
+
+const planArb: fc.Arbitrary<RolloutSpec> = fc
+  .record({
+    weights: fc.uniqueArray(fc.integer({ min: 1, max: 99 }), { minLength: 1, maxLength: 5 }),
+    pauses: fc.array(fc.constantFrom(undefined, '30s', '2m', '10m'), { minLength: 5, maxLength: 5 }),
+    onFailure: fc.constantFrom<'Rollback' | 'Pause'>('Rollback', 'Pause'),
+    minRequests: fc.constantFrom(0, 20),
+  })
+  .map(({ weights, pauses, onFailure, minRequests }) => ({
+    strategy: 'Canary' as const,
+    steps: [...weights]
+      .sort((a, b) => a - b)
+      .map((weight, i) => ({ weight, ...(pauses[i] ? { pause: pauses[i] } : {}) })),
+    analysis: { maxErrorRatePercent: 5, minRequests },
+    onFailure,
+  }));
+
+const tickArb: fc.Arbitrary<Tick> = fc.oneof(
+  { weight: 12, arbitrary: fc.constantFrom<Tick>({ kind: 'run', who: 0 }, { kind: 'run', who: 1 }) },
+  {
+    weight: 2,
+    arbitrary: fc.constantFrom<0 | 0.5 | 1>(0, 0.5, 1).map((fraction): Tick => ({ kind: 'ready', fraction })),
+  },
+  { weight: 1, arbitrary: fc.constant<Tick>({ kind: 'crash' }) },
+  { weight: 1, arbitrary: fc.boolean().map((bad): Tick => ({ kind: 'errors', bad })) },
+  {
+    weight: 1,
+    arbitrary: fc
+      .constantFrom<PersonCommand>('promote', 'abort', 'pause', 'resume')
+      .map((command): Tick => ({ kind: 'person', command })),
+  },
+  { weight: 1, arbitrary: fc.constant<Tick>({ kind: 'restart' }) },
+  {
+    weight: 1,
+    arbitrary: fc.integer({ min: 1, max: 120 }).map((seconds): Tick => ({ kind: 'slow-gateway', seconds })),
+  },
+  { weight: 1, arbitrary: fc.constant<Tick>({ kind: 'newer-revision' }) },
+);
+
+const runs = Number(process.env.ROLLOUT_PROPERTY_RUNS ?? 10_000);
+
+describe('the rollout state machine under generated interleavings', () => {
+  it(`keeps its invariants after every event, and every rollout ends as its story implies (${runs} seeded runs)`, () => {
+    fc.assert(
+      fc.property(planArb, fc.array(tickArb, { maxLength: 120 }), (plan, ticks) => {
+        checkEnd(play(plan, ticks));
+      }),
+      { numRuns: runs, seed: 20261126 },
+    );
+  });
+
+  it('ends as the run without them would when the only faults are worker restarts', () => {
+    fc.assert(
+      fc.property(planArb, fc.array(tickArb, { maxLength: 80 }), fc.nat(), (plan, ticks, where) => {
+        const plain = ticks.filter((t) => t.kind !== 'restart');
+        const restarted: Tick[] = [...plain];
+        restarted.splice(where % (plain.length + 1), 0, { kind: 'restart' }, { kind: 'restart' });
+        const a = play(plan, plain);
+        const b = play(plan, restarted);
+        expect(b.rollouts.map((r) => r.ending)).toEqual(a.rollouts.map((r) => r.ending));
+        expect(b.world).toEqual(a.world);
+      }),
+      { numRuns: 1_000, seed: 20261126 },
+    );
+  });
+
+  it('promotes a healthy canary through every step with no faults', () => {
+    fc.assert(
+      fc.property(planArb, (plan) => {
+        const run = play(
+          plan,
+          Array.from({ length: 400 }, () => ({ kind: 'run', who: 0 }) as Tick),
+        );
+        expect(run.rollouts[0]!.ending?.outcome).toBe('Promoted');
+        checkEnd(run);
+      }),
+      { numRuns: 200, seed: 20261126 },
+    );
+  });
+});
+
+describe('counterexamples the property test found, kept', () => {
+  const oneStep = (pause?: string, minRequests = 0): RolloutSpec => ({
+    strategy: 'Canary',
+    steps: [{ weight: 1, ...(pause ? { pause } : {}) }],
+    analysis: { maxErrorRatePercent: 5, minRequests },
+    onFailure: 'Rollback',
+  });
+  const run = (n: number): Tick[] => Array.from({ length: n }, () => ({ kind: 'run', who: 0 }));
+
+  it('a person promotes a canary that has just started crashing: its share goes back at once (it kept it)', () => {
+    checkEnd(play(oneStep(), [...run(4), { kind: 'crash' }, { kind: 'person', command: 'promote' }, ...run(1)]));
+  });
+
+  it("a newer revision at once: the cancelled rollout's cleanup leaves the newer canary alone (with cleanup by model, bug 3)", () => {
+    checkEnd(play(oneStep(), [{ kind: 'newer-revision' }]));
+  });
+
+  it('a newer revision while the canary has its share: it starts at none (with the share inherited, bug 2)', () => {
+    checkEnd(play(oneStep(), [...run(2), { kind: 'newer-revision' }, { kind: 'run', who: 1 }]));
+  });
+
+  it('the canary turns unready in its pause: its share goes back at the next look (passed unjudged, bug 1)', () => {
+    checkEnd(play(oneStep('2m', 20), [...run(3), { kind: 'ready', fraction: 0 }, ...run(2)]));
+  });
+});
