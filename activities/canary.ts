@@ -3,7 +3,7 @@
 // that is already as asked.
 import { log } from '@temporalio/activity';
 import type { KubernetesObject, V1Deployment } from '@kubernetes/client-node';
-import { canaryWeightAnnotation, type MachineModelSpec, type ModelRef } from '../src/core/api.js';
+import { canaryWeightAnnotation, type MachineModel, type MachineModelSpec, type ModelRef } from '../src/core/api.js';
 import {
   buildCanaryDeployment,
   buildCanaryService,
@@ -49,7 +49,7 @@ async function onFreshRead<T>(what: string, attempt: () => Promise<T>): Promise<
     try {
       return await attempt();
     } catch (err) {
-      if (apiStatus(err) !== 409 || i >= 2) throw err;
+      if (apiStatus(err) !== 409 || i >= 4) throw err;
       log.info('the canary changed while being written: read again', { what });
     }
   }
@@ -156,7 +156,8 @@ export function applyCanaryActivity(deps: ActivityDeps) {
       const liveService = await readOurs(ref, 'v1', 'Service');
       // The canary of an earlier revision had its share: a new revision starts at none, unjudged, on
       // its Service and on the gateway, before its Pods can take any request.
-      if (resetsShare(liveService ? liveService.metadata?.labels : null, revision)) {
+      const reset = resetsShare(liveService ? liveService.metadata?.labels : null, revision);
+      if (reset) {
         await kube.apply(weightDeclaration(ref, 0), weightManager);
         await splitPublishedRoute(deps, ref, model.spec, 0).catch((err: unknown) => {
           throw gatewayFailure(
@@ -166,6 +167,8 @@ export function applyCanaryActivity(deps: ActivityDeps) {
         });
       }
       if (!liveService || !isSubset(service, liveService)) await kube.apply(service as KubernetesObject);
+      // Relabelled for this revision: an earlier revision's weight step that landed in between is undone.
+      if (reset) await kube.apply(weightDeclaration(ref, 0), weightManager);
       const readiness = readinessOf(deployment);
       if (isReady(readiness)) return { readyReplicas: replicas, desiredReplicas: replicas };
       const trouble = containerTroubles(await kube.listPods(ref.namespace, canaryName(ref.name)));
@@ -194,17 +197,18 @@ export function setCanaryWeightActivity(deps: ActivityDeps) {
     revision?: Revision;
   }): Promise<{ changed: boolean }> {
     const { ref, revision } = input;
-    let weight = input.weight;
     const name = canaryName(ref.name);
-    let model;
+    let model: MachineModel | undefined;
     try {
-      model = await kube.getModel(ref.namespace, ref.name);
-      // A model being deleted has no route to split: its workflow unpublished it (a cancelled rollout's
-      // last step would otherwise put it back).
-      if (!model || model.metadata.uid !== ref.uid || model.metadata.deletionTimestamp) return { changed: false };
-      refuseDisagreement(ref, model.spec, { weight, ...(revision && weight > 0 ? { revision } : {}) });
-      weight = withinCeiling(ref, 'weight', weight, canaryCeiling(model.spec).weight);
+      // The model and the Service read again at every try: a 409 means either may have moved on.
       const declared = await onFreshRead(`${ref.namespace}/${name}`, async () => {
+        model = await kube.getModel(ref.namespace, ref.name);
+        // A model being deleted has no route to split: its workflow unpublished it (a cancelled rollout's
+        // last step would otherwise put it back).
+        if (!model || model.metadata.uid !== ref.uid || model.metadata.deletionTimestamp) return false;
+        const asked = input.weight;
+        refuseDisagreement(ref, model.spec, { weight: asked, ...(revision && asked > 0 ? { revision } : {}) });
+        const weight = withinCeiling(ref, 'weight', asked, canaryCeiling(model.spec).weight);
         const service = await kube.read('v1', 'Service', ref.namespace, name);
         if (!service) {
           if (weight > 0) throw fail('Transient', `the canary Service ${ref.namespace}/${name} does not exist yet`);
@@ -215,12 +219,15 @@ export function setCanaryWeightActivity(deps: ActivityDeps) {
         await kube.apply(weightDeclaration(ref, weight, revision && service.metadata?.resourceVersion), weightManager);
         return true;
       });
-      if (!declared) return { changed: false };
+      if (!declared || !model) return { changed: false };
     } catch (err) {
       throw kubeFailure(err, `setting the canary weight of MachineModel ${ref.namespace}/${ref.name}`);
     }
     try {
-      return { changed: await splitPublishedRoute(deps, ref, model.spec, weight) };
+      // The route takes the share the Service declares now, not the one asked: a newer revision's
+      // rollout may have set its own since.
+      const share = await canaryWeightOf(kube, ref);
+      return { changed: await splitPublishedRoute(deps, ref, model.spec, share) };
     } catch (err) {
       throw gatewayFailure(err, `splitting the route of MachineModel ${ref.namespace}/${ref.name}`);
     }

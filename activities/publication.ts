@@ -181,6 +181,8 @@ export function inspectGatewayActivity({ gateway, kube, build }: ActivityDeps) {
       const models = await kube.listModels();
       const liveIds = new Set(models.map(idOf));
       const onGateway = new Set(routes.filter((r) => !r.incomplete).map((r) => r.id));
+      // On some replicas only, or not the same on each: its model's round publishes or removes it again.
+      const incomplete = new Set(routes.filter((r) => r.incomplete).map((r) => r.id));
       const collisions = collisionLosers(ownedRoutes(routes, models));
       const lost = new Set(collisions.map((r) => r.id));
       // What still holds a prefix: others' routes, and ours that neither lost a collision nor outlived their model.
@@ -194,7 +196,7 @@ export function inspectGatewayActivity({ gateway, kube, build }: ActivityDeps) {
       };
       const looksAgain = async (m: MachineModel): Promise<boolean> => {
         const c = registeredCondition(m);
-        if (c?.status === 'True') return !onGateway.has(idOf(m));
+        if (c?.status === 'True' || incomplete.has(idOf(m))) return !onGateway.has(idOf(m));
         if (!wantsRoute(m.spec)) return false;
         const ref = { namespace: m.metadata.namespace, name: m.metadata.name, uid: m.metadata.uid };
         const route = routeSpec(ref, m.spec, build);

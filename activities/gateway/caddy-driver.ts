@@ -251,7 +251,15 @@ export class CaddyDriver implements GatewayDriver {
       if (r['@id'] === catchAllId) return [];
       const prefix = prefixOf(r);
       if (!prefix) return [];
-      return [{ id: r['@id'] ?? '(no @id)', owner: r['@id'] ? parseRouteId(r['@id']) : undefined, pathPrefix: prefix }];
+      return [
+        {
+          id: r['@id'] ?? '(no @id)',
+          owner: r['@id'] ? parseRouteId(r['@id']) : undefined,
+          pathPrefix: prefix,
+          // Caddy answers with its keys sorted: the same route gives the same text on every replica.
+          fingerprint: createHash('sha256').update(JSON.stringify(r)).digest('hex').slice(0, 16),
+        },
+      ];
     });
   }
 

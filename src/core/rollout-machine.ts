@@ -65,8 +65,10 @@ export interface MachineState {
   weight: number;
   paused?: 'person' | 'analysis';
   asked: { promote: boolean; abort: boolean };
-  /** When the canary was first found not ready in this step: one ready deadline for all its tries. */
+  /** Since when the canary has been found unable to carry its share, in this step. */
   unreadySince?: number;
+  /** How long it was so before, in this step: one ready deadline for all its tries. */
+  unreadyMs?: number;
   /** The step's requests so far, and the gateway's last reading. */
   seen?: TrafficSample;
   last?: TrafficSample;
@@ -159,7 +161,16 @@ export function personCommand(s: MachineState, command: PersonCommand, by: strin
         s.stage.kind === 'holding' && s.stage.frozenMs !== undefined
           ? { ...s.stage, pauseEndsAt: at + s.stage.frozenMs, frozenMs: undefined }
           : s.stage;
-      return noted({ ...s, stage, paused: undefined, message: undefined }, `resumed by ${by}`);
+      // A person's resume gives the canary a whole ready deadline again.
+      const resumed = {
+        ...s,
+        stage,
+        paused: undefined,
+        message: undefined,
+        unreadySince: undefined,
+        unreadyMs: undefined,
+      };
+      return noted(resumed, `resumed by ${by}`);
     }
   }
 }
@@ -249,7 +260,7 @@ function readying(s: MachineState, at: number): MachineState {
 function nextStep(input: MachineInput, s: MachineState, at: number): MachineState {
   if (s.step + 1 >= input.plan.steps.length)
     return end(s, { outcome: 'Promoted', message: `every step passed (${input.plan.steps.length})` });
-  return readying({ ...s, step: s.step + 1, unreadySince: undefined }, at);
+  return readying({ ...s, step: s.step + 1, unreadySince: undefined, unreadyMs: undefined }, at);
 }
 
 /** A failed check: roll back, or (onFailure: Pause) take the canary's share back and ask a person. */
@@ -268,13 +279,17 @@ function failed(
 
 /** Fewer ready replicas than its share needs: share back at once, and the step again once ready. */
 function unready(input: MachineInput, s: MachineState, since: number, detail: string, at: number): MachineState {
-  if (at - since >= input.readyDeadlineSeconds * 1000) {
+  if (unreadyTooLong(input, s, since, at)) {
     const message = `canary not ready again within ${input.readyDeadlineSeconds} s: ${detail}`;
     return failed(input, { ...s, unreadySince: since }, { kind: 'failed', check: 'Ready', message }, at);
   }
   const why = `${stepLabel(input, s)}: ${detail}; its share back to the stable revision, waiting again`;
   return { ...noted(s, why), unreadySince: since, message: detail, stage: { kind: 'unweighting', then: 'again' } };
 }
+
+/** Whether the canary has been unready longer than the deadline allows, this period and the earlier ones of the step. */
+const unreadyTooLong = (input: MachineInput, s: MachineState, since: number, at: number) =>
+  (s.unreadyMs ?? 0) + (at - since) >= input.readyDeadlineSeconds * 1000;
 
 /** Whether the canary's ready replicas carry its current share. */
 const carries = (input: MachineInput, s: MachineState, health: CanaryHealth) =>
@@ -308,14 +323,16 @@ function transition(input: MachineInput, s: MachineState, event: MachineEvent): 
         return unready(input, s, stage.since, detail, at);
       }
       if (verdict.kind === 'waiting') {
-        if (at - stage.since >= input.readyDeadlineSeconds * 1000) {
+        if (unreadyTooLong(input, s, stage.since, at)) {
           const message = `canary not ready within ${input.readyDeadlineSeconds} s: ${verdict.detail}`;
           return failed(input, s, { kind: 'failed', check: 'Ready', message }, at);
         }
         return { ...s, message: verdict.detail, stage: { ...stage, looking: false } };
       }
       if (s.paused) return { ...s, stage: { ...stage, looking: false } };
-      return { ...s, message: undefined, stage: { kind: 'weighting' } };
+      // Ready again: the time it was not counts against the step's deadline, the time it is does not.
+      const unreadyMs = s.unreadySince === undefined ? s.unreadyMs : (s.unreadyMs ?? 0) + (at - s.unreadySince);
+      return { ...s, unreadySince: undefined, unreadyMs, message: undefined, stage: { kind: 'weighting' } };
     }
     case 'weighting': {
       if (event.kind !== 'weight-set') return s;

@@ -188,8 +188,10 @@ export interface ExistingRoute {
   id: string;
   owner?: ModelRef;
   pathPrefix: string;
-  /** On some replicas of the gateway only (a replica that lost it): its model publishes it again. */
+  /** On some replicas of the gateway only, or not the same on each: its model publishes it again. */
   incomplete?: boolean;
+  /** The route's config as the gateway holds it, hashed: compared across a gateway's replicas. */
+  fingerprint?: string;
 }
 
 export type RouteConflict = { kind: 'none' } | { kind: 'taken'; by: string };
