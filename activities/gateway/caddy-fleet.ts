@@ -21,8 +21,6 @@ const resolveAll: Resolve = (host) => lookup(host, { all: true });
 
 /** How long a resolution of the replicas is used before asking DNS again. */
 const resolutionSeconds = 5;
-/** How long a replica that did not answer is left out before it is tried again. */
-const leftOutSeconds = 30;
 
 /**
  * One address per replica: a dual-stack name gives each Pod an IPv4 and an IPv6 address, and
@@ -55,6 +53,8 @@ export class CaddyFleet implements GatewayDriver {
     private readonly opts: CaddyOptions,
     private readonly serviceIP?: (namespace: string, name: string) => Promise<string | undefined>,
     private readonly resolve: Resolve = resolveAll,
+    /** How long a replica that did not answer is left out before it is tried again. */
+    private readonly leftOutSeconds = 30,
   ) {
     this.urls = opts.adminURL.split(',').map((u) => new URL(u.trim()));
   }
@@ -129,7 +129,7 @@ export class CaddyFleet implements GatewayDriver {
   }
 
   private leaveOut(address: string) {
-    this.leftOut.set(address, Date.now() + leftOutSeconds * 1000);
+    this.leftOut.set(address, Date.now() + this.leftOutSeconds * 1000);
   }
 
   /** One load at a time per replica in this process, however many activities find it stale at once. */

@@ -5,6 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import net from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { CaddyFleet } from '../../activities/gateway/caddy-fleet.js';
 import { request } from '../../activities/gateway/http.js';
@@ -104,6 +105,38 @@ describe('Caddy on two replicas', () => {
     expect(await fleet.put(route)).toBe(true);
     expect(await answers(b, 'm-3')).toBe(true);
     expect((await fleet.list()).find((r) => r.id === route.id)?.incomplete).toBeUndefined();
+  });
+
+  it('lists a route held otherwise on one replica as incomplete (a stale copy)', async () => {
+    const fleet = fleetOf(a, b);
+    const route = routeFor('m-4');
+    // Replica b holds an older form of the route: another upstream port.
+    const stale = { ...route, service: { ...route.service, port: 1 } };
+    await new CaddyFleet({ adminURL: b.adminURL, server: 'machinemodels', listen, publicURL: b.publicURL }).put(stale);
+    expect((await fleet.list()).find((r) => r.id === route.id)?.incomplete).toBe(true);
+    await fleet.put(route);
+    expect((await fleet.list()).find((r) => r.id === route.id)?.incomplete).toBeUndefined();
+    expect(await answers(b, 'm-4')).toBe(true);
+  });
+
+  it('goes on with the replicas that answer when one does not, and gives it every route when it is back', async () => {
+    const fleet = new CaddyFleet(
+      { adminURL: `${a.adminURL},${b.adminURL}`, server: 'machinemodels', listen, publicURL: a.publicURL },
+      undefined,
+      undefined,
+      1,
+    );
+    await b.stop('SIGKILL');
+    // Its check fails: left out, and the route published on the replica that answers.
+    expect(await fleet.put(routeFor('late'))).toBe(true);
+    expect(await answers(a, 'late')).toBe(true);
+    // Back with its autosaved config, which misses what was written meanwhile: once its time left out
+    // is over, the next call gives it the whole config of a replica that answered throughout.
+    await b.start();
+    expect(await answers(b, 'late')).toBe(false);
+    await sleep(1_100);
+    expect((await fleet.list()).filter((r) => r.incomplete)).toEqual([]);
+    expect(await answers(b, 'late')).toBe(true);
   });
 
   it('removes a route from every replica', async () => {
