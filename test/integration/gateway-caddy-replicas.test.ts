@@ -137,6 +137,7 @@ describe('Caddy on two replicas', () => {
     await sleep(1_100);
     expect((await fleet.list()).filter((r) => r.incomplete)).toEqual([]);
     expect(await answers(b, 'late')).toBe(true);
+    await fleet.remove(routeFor('late').id, { namespace: 'replicas', name: 'late', uid: 'u' });
   });
 
   it('removes a route from every replica', async () => {
