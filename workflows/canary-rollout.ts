@@ -43,7 +43,7 @@ import {
   type RolloutView,
 } from './rollout-definitions.js';
 import type { ReconcileSinks } from './definitions.js';
-import { step } from './steps.js';
+import { rolloutStep } from './steps.js';
 
 const { metrics } = proxySinks<ReconcileSinks>();
 
@@ -118,12 +118,12 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
     await getExternalWorkflowHandle(parent.workflowId).signal(rolloutReportSignal, { view: v, result });
   }
 
-  /** Carries out one command; what happened, as the machine's event. */
-  async function perform(command: Exclude<MachineCommand, { do: 'finish' }>): Promise<MachineEvent> {
+  /** Carries out one command; what happened, as the machine's event. `seen` counts the commands people gave before it was decided. */
+  async function perform(command: Exclude<MachineCommand, { do: 'finish' }>, seen: number): Promise<MachineEvent> {
     switch (command.do) {
       case 'look': {
         const [health, traffic] = await Promise.all([
-          step('applyCanary', `canary of ${label}: ${command.replicas} × ${revision.image}`, {
+          rolloutStep('applyCanary', `canary of ${label}: ${command.replicas} × ${revision.image}`, {
             ref,
             revision,
             replicas: command.replicas,
@@ -141,16 +141,16 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
           command.weight > 0
             ? `send ${command.weight}% of ${label}'s requests to the canary`
             : `send all of ${label}'s requests to the stable revision`;
-        await step('setCanaryWeight', what, { ref, weight: command.weight, revision });
+        await rolloutStep('setCanaryWeight', what, { ref, weight: command.weight, revision });
         return { kind: 'weight-set', at: Date.now() };
       }
       case 'remove':
-        await step('removeCanary', `remove the canary of ${label}`, { ref, revision });
+        await rolloutStep('removeCanary', `remove the canary of ${label}`, { ref, revision });
         return { kind: 'removed', at: Date.now() };
       case 'hold': {
         details();
         await report();
-        const seen = commands;
+        // A person's command since the decision (during the report, too) ends the hold at once.
         const acted = () => commands !== seen;
         if (command.seconds === undefined) await condition(acted);
         else await condition(acted, `${command.seconds} seconds`, { summary: command.summary });
@@ -159,15 +159,17 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
     }
   }
   const readTraffic = (): Promise<TrafficSample | undefined> =>
-    step('canaryTraffic', "read the canary's requests on the gateway", { ref });
+    rolloutStep('canaryTraffic', "read the canary's requests on the gateway", { ref });
 
   /** Runs the machine from `decision` until it finishes; how it ended. */
   async function run(decision: Decision) {
     let { command } = decision;
     state = decision.state;
+    let seen = commands;
     while (command.do !== 'finish') {
-      const event = await perform(command);
+      const event = await perform(command, seen);
       ({ state, command } = decide(machine, state, event));
+      seen = commands;
     }
     return command.ending;
   }

@@ -69,6 +69,8 @@ export interface MachineState {
   unreadySince?: number;
   /** How long it was so before, in this step: one ready deadline for all its tries. */
   unreadyMs?: number;
+  /** How many times this step started over because its canary lost readiness. */
+  restarts?: number;
   /** The step's requests so far, and the gateway's last reading. */
   seen?: TrafficSample;
   last?: TrafficSample;
@@ -161,14 +163,16 @@ export function personCommand(s: MachineState, command: PersonCommand, by: strin
         s.stage.kind === 'holding' && s.stage.frozenMs !== undefined
           ? { ...s.stage, pauseEndsAt: at + s.stage.frozenMs, frozenMs: undefined }
           : s.stage;
-      // A person's resume gives the canary a whole ready deadline again.
+      // A person's resume gives the canary a whole ready deadline, and its restarts, again.
+      const renewed = stage.kind === 'readying' ? { ...stage, since: at } : stage;
       const resumed = {
         ...s,
-        stage,
+        stage: renewed,
         paused: undefined,
         message: undefined,
         unreadySince: undefined,
         unreadyMs: undefined,
+        restarts: undefined,
       };
       return noted(resumed, `resumed by ${by}`);
     }
@@ -195,7 +199,7 @@ export function commandFor(input: MachineInput, s: MachineState, at: number): Ma
       return { do: 'finish', ending: stage.ending };
     case 'asking':
       if (stage.looking)
-        return { do: 'look', replicas: canaryReplicas(input.stableReplicas, s.weight), withTraffic: false };
+        return { do: 'look', replicas: canaryReplicas(input.stableReplicas, s.weight), withTraffic: true };
       return s.weight > 0 ? watching : { do: 'hold', summary: 'wait for a person' };
     case 'weighting':
       return { do: 'set-weight', weight: stepWeight(input, s) };
@@ -203,7 +207,8 @@ export function commandFor(input: MachineInput, s: MachineState, at: number): Ma
       return { do: 'set-weight', weight: 0 };
     case 'readying':
       if (stage.looking) {
-        return { do: 'look', replicas: canaryReplicas(input.stableReplicas, stepWeight(input, s)), withTraffic: false };
+        const replicas = canaryReplicas(input.stableReplicas, stepWeight(input, s));
+        return { do: 'look', replicas, withTraffic: s.weight > 0 };
       }
       if (s.paused) return s.weight > 0 ? watching : { do: 'hold', summary: 'paused: wait for a person' };
       return { do: 'hold', seconds: stage.wait, summary: `wait for the canary: ${s.message ?? 'not ready yet'}` };
@@ -260,7 +265,7 @@ function readying(s: MachineState, at: number): MachineState {
 function nextStep(input: MachineInput, s: MachineState, at: number): MachineState {
   if (s.step + 1 >= input.plan.steps.length)
     return end(s, { outcome: 'Promoted', message: `every step passed (${input.plan.steps.length})` });
-  return readying({ ...s, step: s.step + 1, unreadySince: undefined, unreadyMs: undefined }, at);
+  return readying({ ...s, step: s.step + 1, unreadySince: undefined, unreadyMs: undefined, restarts: undefined }, at);
 }
 
 /** A failed check: roll back, or (onFailure: Pause) take the canary's share back and ask a person. */
@@ -283,6 +288,13 @@ function unready(input: MachineInput, s: MachineState, since: number, detail: st
     const message = `canary not ready again within ${input.readyDeadlineSeconds} s: ${detail}`;
     return failed(input, { ...s, unreadySince: since }, { kind: 'failed', check: 'Ready', message }, at);
   }
+  // A canary that keeps losing readiness would start its step over without end.
+  const restarts = (s.restarts ?? 0) + 1;
+  if (restarts > maxRestartsPerStep) {
+    const message = `canary lost readiness ${restarts} times in this step: ${detail}`;
+    return failed(input, { ...s, unreadySince: since }, { kind: 'failed', check: 'Ready', message }, at);
+  }
+  s = { ...s, restarts };
   const why = `${stepLabel(input, s)}: ${detail}; its share back to the stable revision, waiting again`;
   return { ...noted(s, why), unreadySince: since, message: detail, stage: { kind: 'unweighting', then: 'again' } };
 }
@@ -290,6 +302,16 @@ function unready(input: MachineInput, s: MachineState, since: number, detail: st
 /** Whether the canary has been unready longer than the deadline allows, this period and the earlier ones of the step. */
 const unreadyTooLong = (input: MachineInput, s: MachineState, since: number, at: number) =>
   (s.unreadyMs ?? 0) + (at - since) >= input.readyDeadlineSeconds * 1000;
+
+/** The step's requests with the gateway's new reading: the first reading is where counting starts. */
+function counted(s: MachineState, traffic: TrafficSample | undefined): Pick<MachineState, 'seen' | 'last'> {
+  if (!traffic) return { seen: s.seen, last: s.last };
+  if (!s.last) return { seen: s.seen ?? { requests: 0, errors: 0 }, last: traffic };
+  return { seen: addTraffic(s.seen ?? { requests: 0, errors: 0 }, s.last, traffic), last: traffic };
+}
+
+/** How many times a step may start over because its canary lost readiness, before it fails. */
+export const maxRestartsPerStep = 3;
 
 /** Whether the canary's ready replicas carry its current share. */
 const carries = (input: MachineInput, s: MachineState, health: CanaryHealth) =>
@@ -315,9 +337,11 @@ function transition(input: MachineInput, s: MachineState, event: MachineEvent): 
         return { ...s, stage: { ...stage, looking: true, wait: Math.min(stage.wait * 2, readinessCheckMaxSeconds) } };
       }
       if (event.kind !== 'looked') return s;
-      const verdict = judgeCanary(input.plan.analysis, { ...event.health, traffic: undefined }, false);
+      // With a share (the last step's, kept while the canary grows for this one) its errors count too.
+      s = { ...s, ...counted(s, event.traffic) };
+      const verdict = judgeCanary(input.plan.analysis, { ...event.health, traffic: s.seen }, false);
       if (verdict.kind === 'failed') return failed(input, s, verdict, at);
-      // The last step's share, kept while the canary grows for this one, goes when its Pods cannot carry it.
+      // The last step's share goes when its Pods cannot carry it.
       if (!carries(input, s, event.health)) {
         const detail = verdict.kind === 'waiting' ? verdict.detail : 'not ready';
         return unready(input, s, stage.since, detail, at);
@@ -345,12 +369,14 @@ function transition(input: MachineInput, s: MachineState, event: MachineEvent): 
     }
     case 'unweighting':
       if (event.kind !== 'weight-set') return s;
-      return stage.then === 'ask'
+      // Resumed while its share was being taken back: the step again at once.
+      return stage.then === 'ask' && s.paused
         ? { ...s, stage: { kind: 'asking', then: 'retry', looking: false } }
         : readying(s, at);
     case 'asking': {
       if (event.kind === 'looked') {
-        const verdict = judgeCanary(input.plan.analysis, { ...event.health, traffic: undefined }, false);
+        s = { ...s, ...counted(s, event.traffic) };
+        const verdict = judgeCanary(input.plan.analysis, { ...event.health, traffic: s.seen }, false);
         if (verdict.kind === 'failed') return failed(input, s, verdict, at);
         if (!carries(input, s, event.health)) return unready(input, s, s.unreadySince ?? at, 'not ready', at);
         return { ...s, stage: { ...stage, looking: false } };
