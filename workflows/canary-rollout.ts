@@ -5,8 +5,10 @@
 // answers people: promote, abort, pause and resume are updates that answer at once with the rollout's
 // view. docs/rollouts.md tells the design.
 import {
+  allHandlersFinished,
   CancellationScope,
   condition,
+  continueAsNew,
   getExternalWorkflowHandle,
   isCancellation,
   proxySinks,
@@ -47,8 +49,12 @@ import { rolloutStep } from './steps.js';
 
 const { metrics } = proxySinks<ReconcileSinks>();
 
-/** Workflow time since the rollout started. */
-const runSeconds = () => (Date.now() - workflowInfo().startTime.getTime()) / 1000;
+/**
+ * A run continues as new before it gets older than this, at a step's start or in a hold: a rollout
+ * that waits days for a person still has short runs, as the upgrade policy assumes
+ * (docs/workflow-versioning.md).
+ */
+const maxRunSeconds = 6 * 3600;
 
 export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<RolloutResult> {
   const { ref, revision } = input;
@@ -59,7 +65,12 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
     checkSeconds: input.checkSeconds ?? 30,
     readyDeadlineSeconds: input.readyDeadlineSeconds ?? 600,
   };
-  let state: MachineState = initialState();
+  let state: MachineState = input.resumed?.state ?? initialState();
+  const startedAt = input.resumed?.startedAt ?? workflowInfo().startTime.getTime();
+  /** Workflow time since the rollout (its first run) started. */
+  const runSeconds = () => (Date.now() - startedAt) / 1000;
+  const parentWorkflowId = input.resumed?.parentWorkflowId ?? workflowInfo().parent?.workflowId;
+  const firstStep = state.step;
   /** Counts people's commands: a hold wakes when it changes. */
   let commands = 0;
 
@@ -110,12 +121,11 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
   /** Tells the model's workflow (status.rollout) when the step, the weight or the phase changed. */
   let reported = '';
   async function report(result?: RolloutResult) {
-    const parent = workflowInfo().parent;
     const v = view();
     const now = `${v.step}/${v.weight}/${v.phase}/${v.message ?? ''}`;
-    if (!parent || (now === reported && !result)) return;
+    if (!parentWorkflowId || (now === reported && !result)) return;
     reported = now;
-    await getExternalWorkflowHandle(parent.workflowId).signal(rolloutReportSignal, { view: v, result });
+    await getExternalWorkflowHandle(parentWorkflowId).signal(rolloutReportSignal, { view: v, result });
   }
 
   /** Carries out one command; what happened, as the machine's event. `seen` counts the commands people gave before it was decided. */
@@ -152,8 +162,9 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
         await report();
         // A person's command since the decision (during the report, too) ends the hold at once.
         const acted = () => commands !== seen;
-        if (command.seconds === undefined) await condition(acted);
-        else await condition(acted, `${command.seconds} seconds`, { summary: command.summary });
+        // A wait for a person wakes when the run is due to continue as new.
+        const seconds = command.seconds ?? Math.max(1, maxRunSeconds - runAgeSeconds());
+        await condition(acted, `${seconds} seconds`, { summary: command.summary });
         return { kind: 'woke', at: Date.now() };
       }
     }
@@ -161,12 +172,28 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
   const readTraffic = (): Promise<TrafficSample | undefined> =>
     rolloutStep('canaryTraffic', "read the canary's requests on the gateway", { ref });
 
+  const runAgeSeconds = () => (Date.now() - workflowInfo().runStartTime.getTime()) / 1000;
+  /** At a step's start (each step its own run) or before a hold, once the run is old or long. */
+  const dueToContinue = (command: MachineCommand) => {
+    if (hasEnded(state)) return false;
+    const stepStarts = state.step !== firstStep && state.stage.kind === 'readying' && command.do === 'look';
+    const old = runAgeSeconds() >= maxRunSeconds || workflowInfo().continueAsNewSuggested;
+    return stepStarts || (command.do === 'hold' && old);
+  };
+
   /** Runs the machine from `decision` until it finishes; how it ended. */
   async function run(decision: Decision) {
     let { command } = decision;
     state = decision.state;
     let seen = commands;
     while (command.do !== 'finish') {
+      if (dueToContinue(command)) {
+        await condition(allHandlersFinished);
+        await continueAsNew<typeof canaryRolloutWorkflow>({
+          ...input,
+          resumed: { state, startedAt, ...(parentWorkflowId ? { parentWorkflowId } : {}) },
+        });
+      }
       const event = await perform(command, seen);
       ({ state, command } = decide(machine, state, event));
       seen = commands;
@@ -176,7 +203,11 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
 
   let ending;
   try {
-    ending = await run(decide(machine, state, { kind: 'start', at: Date.now() }));
+    ending = await run(
+      input.resumed
+        ? { state, command: commandFor(machine, state, Date.now()) }
+        : decide(machine, state, { kind: 'start', at: Date.now() }),
+    );
   } catch (err) {
     if (!isCancellation(err)) throw err;
     // Cancelled: a newer revision, or the model deleted. This revision's canary takes no more traffic

@@ -3,6 +3,7 @@
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { ModelRef, RolloutSpec } from '../src/core/api.js';
 import type { Revision } from '../src/core/rollout.js';
+import type { MachineState } from '../src/core/rollout-machine.js';
 
 export const rolloutWorkflowType = 'canaryRolloutWorkflow';
 
@@ -24,6 +25,8 @@ export interface CanaryRolloutInput {
   checkSeconds?: number;
   /** How long a canary may take to become ready in a step: the model's progress deadline (600 s by default). */
   readyDeadlineSeconds?: number;
+  /** Where an earlier run of this rollout continued as new: its state, and the rollout's start. */
+  resumed?: { state: MachineState; startedAt: number; parentWorkflowId?: string };
 }
 
 export type RolloutPhase = 'Progressing' | 'Paused' | 'Promoted' | 'RolledBack' | 'Aborted';

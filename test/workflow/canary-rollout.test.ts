@@ -285,6 +285,43 @@ describe('canaryRolloutWorkflow', () => {
     });
   });
 
+  it('keeps its runs short: a run a step, and a new run every 6 hours while it waits for a person', async () => {
+    const cluster = new FakeCluster();
+    cluster.canary.traffic = { requests: 0, errors: 0 };
+    await wf.withWorker(cluster, async (tq) => {
+      // Looks every 10 minutes, so that two days pass in few workflow tasks.
+      const handle = await start(tq, { checkSeconds: 600 });
+      const runOf = async () => (await handle.describe()).runId;
+      await pass('1 minute');
+      expect(await runOf()).toBe(handle.firstExecutionRunId);
+      const held = await handle.executeUpdate(pauseUpdate, { args: [{ by: 'dave' }] });
+      const left = held.pauseSecondsLeft!;
+      // Paused for 14 hours: a new run every 6 hours, the pause's time left kept across them.
+      const runs = [await runOf()];
+      for (let i = 0; i < 2; i++) {
+        await pass('7 hours');
+        runs.push(await runOf());
+      }
+      expect(new Set(runs).size).toBe(3);
+      expect(await handle.query(rolloutStateQuery)).toMatchObject({
+        phase: 'Paused',
+        step: 1,
+        weight: 10,
+        pauseSecondsLeft: left,
+      });
+      await handle.executeUpdate(resumeUpdate, { args: [{ by: 'dave' }] });
+      cluster.canary.traffic = { requests: 100, errors: 0 };
+      // The second step starts in a run of its own.
+      await pass('6 minutes');
+      expect(await handle.query(rolloutStateQuery)).toMatchObject({ step: 2, weight: 50 });
+      expect(runs).not.toContain(await runOf());
+      cluster.canary.traffic = { requests: 200, errors: 0 };
+      const result = await handle.result();
+      expect(result).toMatchObject({ outcome: 'Promoted', message: 'every step passed (2)' });
+      expect(cluster.canary.weights).toEqual([10, 50, 0]);
+    });
+  });
+
   it('withdraws the canary when cancelled (a newer revision, or the model deleted)', async () => {
     const cluster = new FakeCluster();
     await wf.withWorker(cluster, async (tq) => {
