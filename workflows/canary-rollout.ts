@@ -129,7 +129,10 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
   }
 
   /** Carries out one command; what happened, as the machine's event. `seen` counts the commands people gave before it was decided. */
-  async function perform(command: Exclude<MachineCommand, { do: 'finish' }>, seen: number): Promise<MachineEvent> {
+  async function perform(
+    command: Exclude<MachineCommand, { do: 'finish' }>,
+    seen: number,
+  ): Promise<MachineEvent | undefined> {
     switch (command.do) {
       case 'look': {
         const [health, traffic] = await Promise.all([
@@ -162,9 +165,11 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
         await report();
         // A person's command since the decision (during the report, too) ends the hold at once.
         const acted = () => commands !== seen;
-        // A wait for a person wakes when the run is due to continue as new.
+        // A wait for a person lasts at most until the run is due to continue as new.
         const seconds = command.seconds ?? Math.max(1, maxRunSeconds - runAgeSeconds());
-        await condition(acted, `${seconds} seconds`, { summary: command.summary });
+        const woken = await condition(acted, `${seconds} seconds`, { summary: command.summary });
+        // Nobody came: the next run waits on; nothing happened for the machine to decide on.
+        if (!woken && command.seconds === undefined) return undefined;
         return { kind: 'woke', at: Date.now() };
       }
     }
@@ -181,20 +186,23 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
     return stepStarts || (command.do === 'hold' && old);
   };
 
+  /** The next run goes on from this state. */
+  async function continueRun(): Promise<never> {
+    await condition(allHandlersFinished);
+    return continueAsNew<typeof canaryRolloutWorkflow>({
+      ...input,
+      resumed: { state, startedAt, ...(parentWorkflowId ? { parentWorkflowId } : {}) },
+    });
+  }
+
   /** Runs the machine from `decision` until it finishes; how it ended. */
   async function run(decision: Decision) {
     let { command } = decision;
     state = decision.state;
     let seen = commands;
     while (command.do !== 'finish') {
-      if (dueToContinue(command)) {
-        await condition(allHandlersFinished);
-        await continueAsNew<typeof canaryRolloutWorkflow>({
-          ...input,
-          resumed: { state, startedAt, ...(parentWorkflowId ? { parentWorkflowId } : {}) },
-        });
-      }
-      const event = await perform(command, seen);
+      if (dueToContinue(command)) await continueRun();
+      const event = (await perform(command, seen)) ?? (await continueRun());
       ({ state, command } = decide(machine, state, event));
       seen = commands;
     }

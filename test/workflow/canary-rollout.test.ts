@@ -303,6 +303,11 @@ describe('canaryRolloutWorkflow', () => {
         runs.push(await runOf());
       }
       expect(new Set(runs).size).toBe(3);
+      // Each run lived its 6 hours (and a look), no less: it continues as new when due, not at every hold.
+      const second = await wf.env.client.workflow.getHandle(handle.workflowId, runs[1]).describe();
+      const lived = (second.closeTime!.getTime() - second.startTime.getTime()) / 3_600_000;
+      expect(lived).toBeGreaterThanOrEqual(6);
+      expect(lived).toBeLessThan(6.2);
       expect(await handle.query(rolloutStateQuery)).toMatchObject({
         phase: 'Paused',
         step: 1,
@@ -319,6 +324,26 @@ describe('canaryRolloutWorkflow', () => {
       const result = await handle.result();
       expect(result).toMatchObject({ outcome: 'Promoted', message: 'every step passed (2)' });
       expect(cluster.canary.weights).toEqual([10, 50, 0]);
+    });
+  });
+
+  it('paused while its canary still loads, waits for the person across runs without judging it', async () => {
+    const cluster = new FakeCluster();
+    cluster.canary.ready = false;
+    await wf.withWorker(cluster, async (tq) => {
+      const handle = await start(tq);
+      await pass('30 seconds');
+      await handle.executeUpdate(pauseUpdate, { args: [{ by: 'erin' }] });
+      // 13 hours, far past the 600 s ready deadline: still paused by the person, not rolled back.
+      await pass('13 hours');
+      expect(await handle.query(rolloutStateQuery)).toMatchObject({ phase: 'Paused', pausedBy: 'person', weight: 0 });
+      expect((await handle.describe()).runId).not.toBe(handle.firstExecutionRunId);
+      // Resumed, a whole ready deadline again: ready in a minute, it goes on.
+      await handle.executeUpdate(resumeUpdate, { args: [{ by: 'erin' }] });
+      cluster.canary.ready = true;
+      await pass('1 minute');
+      expect(await handle.query(rolloutStateQuery)).toMatchObject({ phase: 'Progressing', weight: 10 });
+      expect(cluster.canary.weights).toEqual([10]);
     });
   });
 
