@@ -11,6 +11,14 @@ export async function rolloutHistory(client: Client, workflowId: string) {
     handle,
     events,
     scheduled: (name: string) => events.filter((e) => isScheduled(e, name)).length,
+    /** The weights the rollout gave the canary, in order (its input's `weight`). */
+    weightsSet: () =>
+      events
+        .filter((e) => isScheduled(e, 'setCanaryWeight'))
+        .map((e) => {
+          const data = e.activityTaskScheduledEventAttributes?.input?.payloads?.[0]?.data;
+          return (JSON.parse(Buffer.from(data ?? []).toString('utf8')) as { weight: number }).weight;
+        }),
     /** Index of the event that scheduled the canary's weight. */
     weightSetAt: events.findIndex((e) => isScheduled(e, 'setCanaryWeight')),
   };

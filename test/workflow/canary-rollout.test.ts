@@ -344,6 +344,8 @@ describe('canaryRolloutWorkflow', () => {
       await pass('1 minute');
       expect(await handle.query(rolloutStateQuery)).toMatchObject({ phase: 'Progressing', weight: 10 });
       expect(cluster.canary.weights).toEqual([10]);
+      // Left running, its timers would hold the test server's clock for the tests after it.
+      await handle.terminate();
     });
   });
 
