@@ -16,7 +16,7 @@ import { containerTroubles } from '../src/core/container-troubles.js';
 import { unschedulablePods } from '../src/core/pod-scheduling.js';
 import { readinessOf } from '../src/core/readiness.js';
 import { isReady, type Readiness } from '../src/core/status.js';
-import { canaryName } from '../src/core/canary-state.js';
+import { canaryName, liveCanaryOf, type LiveCanary } from '../src/core/canary-state.js';
 import { deployedRevision, revisionOf, sameRevision, stableRevisionFor, type Revision } from '../src/core/rollout.js';
 import type { ActivityDeps } from './deps.js';
 import { fail, kubeFailure } from './failure.js';
@@ -41,6 +41,8 @@ export interface ApplyResult {
   rollout?: { stable: Revision; pending?: Revision };
   /** A canary Deployment of this model exists (a rollout under way, or one whose canary is still to go). */
   canary?: boolean;
+  /** That canary Deployment: its revision, size and ready replicas, from which the round decides its share. */
+  liveCanary?: LiveCanary;
 }
 
 /** What the model's workflow knows of its rollouts that the stable Deployment depends on. */
@@ -118,6 +120,7 @@ export function applyChildrenActivity({ kube, build }: ActivityDeps) {
     let readiness: Readiness;
     let stable: Revision;
     let canary = false;
+    let liveCanary: LiveCanary | undefined;
     try {
       const live = await readChecked(ref, 'apps/v1', 'Deployment');
       stable = stableRevisionFor(spec, live && deployedRevision(live as V1Deployment), options.promoted);
@@ -146,6 +149,7 @@ export function applyChildrenActivity({ kube, build }: ActivityDeps) {
         canaryName(ref.name),
       );
       canary = !!canaryDeployment && ownershipOf(canaryDeployment as Parameters<typeof ownershipOf>[0], ref) === 'ours';
+      if (canary) liveCanary = liveCanaryOf(canaryDeployment as V1Deployment);
       // A rollout this call just began has no pods the scheduler could have refused yet.
       if (deployment === live) readiness = await withPodHealth(kube, ref, readiness);
     } catch (err) {
@@ -173,7 +177,7 @@ export function applyChildrenActivity({ kube, build }: ActivityDeps) {
       ...(spec.rollout
         ? { rollout: { stable, ...(sameRevision(stable, revisionOf(spec)) ? {} : { pending: revisionOf(spec) }) } }
         : {}),
-      ...(canary ? { canary } : {}),
+      ...(canary ? { canary, liveCanary } : {}),
     };
   };
 }

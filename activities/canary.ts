@@ -1,80 +1,31 @@
-// The canary of a rollout: its Deployment and Service, its share of the model's requests on the
-// gateway, and its removal. Each step is idempotent: a retry or a replayed rollout changes nothing
-// that is already as asked.
+// The canary of a rollout: its Deployment and Service, and its requests on the gateway. The model's
+// round is their only writer (syncCanary); the rollout only reads them (canaryHealth, canaryTraffic).
+// Each step is idempotent: a retry or a replayed round changes nothing that is already as asked.
 import { log } from '@temporalio/activity';
 import type { KubernetesObject, V1Deployment } from '@kubernetes/client-node';
-import { canaryWeightAnnotation, type MachineModel, type MachineModelSpec, type ModelRef } from '../src/core/api.js';
-import {
-  buildCanaryDeployment,
-  buildCanaryService,
-  canaryName,
-  isCanaryOf,
-  resetsShare,
-} from '../src/core/canary-state.js';
+import type { MachineModelSpec, ModelRef } from '../src/core/api.js';
+import { buildCanaryDeployment, buildCanaryService, canaryName, liveCanaryOf } from '../src/core/canary-state.js';
 import { containerTroubles } from '../src/core/container-troubles.js';
 import { isSubset } from '../src/core/desired-state.js';
 import { ownershipOf } from '../src/core/ownership.js';
-import { readinessOf } from '../src/core/readiness.js';
-import { matchedPrefix, routeId, routeSpec, wantsRoute } from '../src/core/route-rules.js';
+import { routeId } from '../src/core/route-rules.js';
 import {
   canaryCeiling,
   canaryRequestRefusal,
+  revisionName,
   revisionOf,
   type CanaryHealth,
   type Revision,
   type TrafficSample,
 } from '../src/core/rollout.js';
-import { isReady } from '../src/core/status.js';
 import type { ActivityDeps } from './deps.js';
-import { apiStatus } from '../src/process/kube-errors.js';
-import { fail, gatewayFailure, kubeFailure } from './failure.js';
-import { readDelegation, routeRefusalFor } from './route-refusal.js';
-
-/** The canary's weight as its Service declares it; 0 without a canary. */
-export async function canaryWeightOf(kube: ActivityDeps['kube'], ref: ModelRef): Promise<number> {
-  const service = await kube.readLabelled<KubernetesObject>('v1', 'Service', ref.namespace, canaryName(ref.name));
-  if (!service || ownershipOf(service as Owned, ref) !== 'ours') return 0;
-  const weight = Number(service.metadata?.annotations?.[canaryWeightAnnotation] ?? 0);
-  return Number.isInteger(weight) && weight > 0 && weight < 100 ? weight : 0;
-}
-
-/** The field manager of the canary's weight, apart from the operator's own: applying one never drops the other. */
-const weightManager = 'machinemodel-operator-rollout';
+import { fail, kubeFailure } from './failure.js';
 
 type Owned = Parameters<typeof ownershipOf>[0];
 
-/** Tries a read-check-write again when the object changed between the read and the write (409). */
-async function onFreshRead<T>(what: string, attempt: () => Promise<T>): Promise<T> {
-  for (let i = 0; ; i++) {
-    try {
-      return await attempt();
-    } catch (err) {
-      if (apiStatus(err) !== 409 || i >= 4) throw err;
-      log.info('the canary changed while being written: read again', { what });
-    }
-  }
-}
-
 /**
- * The canary's weight on its Service, as the rollout's own field manager declares it; with the
- * Service's resourceVersion, applied only to the Service as it was read.
- */
-function weightDeclaration(ref: ModelRef, weight: number, resourceVersion?: string): KubernetesObject {
-  const metadata = {
-    name: canaryName(ref.name),
-    namespace: ref.namespace,
-    ...(resourceVersion ? { resourceVersion } : {}),
-  };
-  return {
-    apiVersion: 'v1',
-    kind: 'Service',
-    metadata: { ...metadata, annotations: { [canaryWeightAnnotation]: String(weight) } },
-  };
-}
-
-/**
- * Refuses (logged, never applied) a request the live MachineModel does not back. Retryable: a rollout
- * overtaken by a newer revision asks for its own until its workflow cancels it.
+ * Refuses (logged, never applied) a request the live MachineModel does not back. Retryable: a round
+ * that read the spec before a newer revision came asks for the old one until it reads again.
  */
 function refuseDisagreement(
   ref: ModelRef,
@@ -91,7 +42,7 @@ function refuseDisagreement(
 }
 
 /** `asked`, cut to the live spec's ceiling (canaryCeiling), saying so when it had to. */
-function withinCeiling(ref: ModelRef, what: 'replicas' | 'weight', asked: number, ceiling: number): number {
+export function withinCeiling(ref: ModelRef, what: 'replicas' | 'weight', asked: number, ceiling: number): number {
   if (asked <= ceiling) return asked;
   log.warn('cut a canary request to what the MachineModel allows', {
     model: `${ref.namespace}/${ref.name}`,
@@ -103,133 +54,110 @@ function withinCeiling(ref: ModelRef, what: 'replicas' | 'weight', asked: number
 }
 
 /**
- * Puts the model's route with the canary's share, only where the model's round published it (its
- * checks passed): none is created here, not for a model being deleted, not at a refused prefix.
+ * The canary's share as the route may carry it: 0 unless the live spec has a rollout plan, and never
+ * above its highest step. The round decides the share (canaryShare); this bounds what a forged call
+ * could ask.
  */
-async function splitPublishedRoute(
-  { kube, build, gateway }: ActivityDeps,
-  ref: ModelRef,
-  spec: MachineModelSpec,
-  weight: number,
-): Promise<boolean> {
-  if (!gateway || !wantsRoute(spec)) return false;
-  const route = routeSpec(ref, spec, build, weight);
-  if (await routeRefusalFor(route, readDelegation(kube))) return false;
-  const published = (await gateway.list()).some(
-    (r) => r.id === route.id && matchedPrefix(r.pathPrefix) === matchedPrefix(route.pathPrefix),
-  );
-  return published && (await gateway.put(route));
+export function boundedShare(ref: ModelRef, spec: MachineModelSpec, asked: number): number {
+  if (asked <= 0 || canaryRequestRefusal(spec, { weight: asked })) return 0;
+  return withinCeiling(ref, 'weight', asked, canaryCeiling(spec).weight);
 }
 
-export function applyCanaryActivity(deps: ActivityDeps) {
+async function readOurs<T extends KubernetesObject>(
+  kube: ActivityDeps['kube'],
+  ref: ModelRef,
+  apiVersion: string,
+  kind: string,
+) {
+  const name = canaryName(ref.name);
+  const live = await kube.read<T>(apiVersion, kind, ref.namespace, name);
+  if (live && ownershipOf(live as Owned, ref) !== 'ours') {
+    throw fail('NotOwned', `${kind} ${ref.namespace}/${name} exists and is not this MachineModel's canary`);
+  }
+  return live;
+}
+
+/**
+ * The model's round makes the canary what the running rollout asks (its revision, at `replicas`), or
+ * removes it (no revision given). The revision is the live spec's: a request for another is refused,
+ * and the objects are built from the spec, so a forged revision carrying other fields adds nothing.
+ */
+export function syncCanaryActivity(deps: ActivityDeps) {
   const { kube, build } = deps;
-  async function readOurs<T extends KubernetesObject>(ref: ModelRef, apiVersion: string, kind: string) {
-    const name = canaryName(ref.name);
-    const live = await kube.read<T>(apiVersion, kind, ref.namespace, name);
-    if (live && ownershipOf(live as Owned, ref) !== 'ours') {
-      throw fail('NotOwned', `${kind} ${ref.namespace}/${name} exists and is not this MachineModel's canary`);
+  async function remove(ref: ModelRef): Promise<string[]> {
+    const changes: string[] = [];
+    // The Service first: a Deployment left without one takes no requests.
+    for (const [apiVersion, kind] of [
+      ['v1', 'Service'],
+      ['apps/v1', 'Deployment'],
+    ] as const) {
+      const live = await kube.read(apiVersion, kind, ref.namespace, canaryName(ref.name));
+      if (!live || ownershipOf(live as Owned, ref) !== 'ours') continue;
+      await kube.delete(live, live.metadata?.uid);
+      changes.push(`canary ${kind} removed`);
     }
-    return live;
+    return changes;
   }
 
-  return async function applyCanary(input: {
+  return async function syncCanary(input: {
     ref: ModelRef;
-    revision: Revision;
-    replicas: number;
-  }): Promise<CanaryHealth> {
-    const { ref } = input;
-    let replicas = input.replicas;
+    /** The running rollout's revision and the size it asks; none: the canary goes. */
+    canary?: { revision: Revision; replicas: number };
+  }): Promise<{ changes: string[] }> {
+    const { ref, canary } = input;
     try {
+      if (!canary) return { changes: await remove(ref) };
       const model = await kube.getModel(ref.namespace, ref.name);
-      if (!model || model.metadata.uid !== ref.uid) {
-        // Its workflow cancels this rollout; until then, nothing to apply.
-        throw fail('Transient', `MachineModel ${ref.namespace}/${ref.name} (uid ${ref.uid}) is gone`);
+      if (!model || model.metadata.uid !== ref.uid || model.metadata.deletionTimestamp) {
+        // The round that reads it gone or deleting asks for no canary.
+        throw fail('Transient', `MachineModel ${ref.namespace}/${ref.name} (uid ${ref.uid}) is gone or deleting`);
       }
-      refuseDisagreement(ref, model.spec, { revision: input.revision });
-      // Built from the spec, not the input: a forged revision carrying other fields (resources) adds nothing.
+      refuseDisagreement(ref, model.spec, { revision: canary.revision });
       const revision = revisionOf(model.spec);
-      replicas = withinCeiling(ref, 'replicas', replicas, canaryCeiling(model.spec).replicas);
+      const replicas = withinCeiling(ref, 'replicas', canary.replicas, canaryCeiling(model.spec).replicas);
+      const changes: string[] = [];
       const desired = buildCanaryDeployment(ref, model.spec, revision, replicas, build);
-      let deployment = await readOurs<V1Deployment>(ref, 'apps/v1', 'Deployment');
-      if (!deployment || !isSubset(desired, deployment)) deployment = await kube.apply(desired as V1Deployment);
-      const service = buildCanaryService(ref, model.spec, revision);
-      const liveService = await readOurs(ref, 'v1', 'Service');
-      // The canary of an earlier revision had its share: a new revision starts at none, unjudged, on
-      // its Service and on the gateway, before its Pods can take any request.
-      const reset = resetsShare(liveService ? liveService.metadata?.labels : null, revision);
-      if (reset) {
-        await kube.apply(weightDeclaration(ref, 0), weightManager);
-        await splitPublishedRoute(deps, ref, model.spec, 0).catch((err: unknown) => {
-          throw gatewayFailure(
-            err,
-            `withdrawing the earlier canary's share of MachineModel ${ref.namespace}/${ref.name}`,
-          );
-        });
+      const deployment = await readOurs<V1Deployment>(kube, ref, 'apps/v1', 'Deployment');
+      if (!deployment || !isSubset(desired, deployment)) {
+        await kube.apply(desired as V1Deployment);
+        changes.push(`canary Deployment: ${replicas} × ${revision.image}`);
       }
+      const service = buildCanaryService(ref, model.spec, revision);
+      const liveService = await readOurs(kube, ref, 'v1', 'Service');
       if (!liveService || !isSubset(service, liveService)) await kube.apply(service as KubernetesObject);
-      // Relabelled for this revision: an earlier revision's weight step that landed in between is undone.
-      if (reset) await kube.apply(weightDeclaration(ref, 0), weightManager);
-      const readiness = readinessOf(deployment);
-      if (isReady(readiness)) return { readyReplicas: replicas, desiredReplicas: replicas };
-      const trouble = containerTroubles(await kube.listPods(ref.namespace, canaryName(ref.name)));
-      return {
-        readyReplicas: Math.min(readiness.readyReplicas, replicas - 1),
-        desiredReplicas: replicas,
-        ...(trouble ? { trouble } : {}),
-      };
+      return { changes };
     } catch (err) {
-      throw kubeFailure(err, `applying the canary of MachineModel ${ref.namespace}/${ref.name}`);
+      throw kubeFailure(err, `keeping the canary of MachineModel ${ref.namespace}/${ref.name}`);
     }
   };
 }
 
 /**
- * Declares the canary's weight on its Service (the route of every later round is built from it, so
- * the model's own rounds keep the split), then puts the split route on the gateway. Without a
- * gateway the weight is only declared: nothing splits the model's requests.
+ * The rollout's look at its canary: read only. A canary not yet of the rollout's revision and size
+ * (the model's round has not applied what the rollout asked) has no ready replicas.
  */
-export function setCanaryWeightActivity(deps: ActivityDeps) {
-  const { kube } = deps;
-  return async function setCanaryWeight(input: {
+export function canaryHealthActivity({ kube }: ActivityDeps) {
+  return async function canaryHealth(input: {
     ref: ModelRef;
-    weight: number;
-    /** The rollout's revision: only its canary's weight is set. */
-    revision?: Revision;
-  }): Promise<{ changed: boolean }> {
-    const { ref, revision } = input;
-    const name = canaryName(ref.name);
-    let model: MachineModel | undefined;
+    revision: Revision;
+    replicas: number;
+  }): Promise<CanaryHealth> {
+    const { ref, revision, replicas } = input;
     try {
-      // The model and the Service read again at every try: a 409 means either may have moved on.
-      const declared = await onFreshRead(`${ref.namespace}/${name}`, async () => {
-        model = await kube.getModel(ref.namespace, ref.name);
-        // A model being deleted has no route to split: its workflow unpublished it (a cancelled rollout's
-        // last step would otherwise put it back).
-        if (!model || model.metadata.uid !== ref.uid || model.metadata.deletionTimestamp) return false;
-        const asked = input.weight;
-        refuseDisagreement(ref, model.spec, { weight: asked, ...(revision && asked > 0 ? { revision } : {}) });
-        const weight = withinCeiling(ref, 'weight', asked, canaryCeiling(model.spec).weight);
-        const service = await kube.read('v1', 'Service', ref.namespace, name);
-        if (!service) {
-          if (weight > 0) throw fail('Transient', `the canary Service ${ref.namespace}/${name} does not exist yet`);
-          return true;
-        }
-        // Another revision's canary (the one that overtook this rollout) keeps its own share.
-        if (!isCanaryOf(service.metadata?.labels, revision)) return false;
-        await kube.apply(weightDeclaration(ref, weight, revision && service.metadata?.resourceVersion), weightManager);
-        return true;
-      });
-      if (!declared || !model) return { changed: false };
+      const deployment = await readOurs<V1Deployment>(kube, ref, 'apps/v1', 'Deployment');
+      const live = deployment && liveCanaryOf(deployment);
+      if (!live || live.revision !== revisionName(revision) || live.replicas !== replicas) {
+        return { readyReplicas: 0, desiredReplicas: replicas };
+      }
+      if (live.readyReplicas >= replicas) return { readyReplicas: replicas, desiredReplicas: replicas };
+      const trouble = containerTroubles(await kube.listPods(ref.namespace, canaryName(ref.name)));
+      return {
+        readyReplicas: Math.min(live.readyReplicas, replicas - 1),
+        desiredReplicas: replicas,
+        ...(trouble ? { trouble } : {}),
+      };
     } catch (err) {
-      throw kubeFailure(err, `setting the canary weight of MachineModel ${ref.namespace}/${ref.name}`);
-    }
-    try {
-      // The route takes the share the Service declares now, not the one asked: a newer revision's
-      // rollout may have set its own since.
-      const share = await canaryWeightOf(kube, ref);
-      return { changed: await splitPublishedRoute(deps, ref, model.spec, share) };
-    } catch (err) {
-      throw gatewayFailure(err, `splitting the route of MachineModel ${ref.namespace}/${ref.name}`);
+      throw kubeFailure(err, `reading the canary of MachineModel ${ref.namespace}/${ref.name}`);
     }
   };
 }
@@ -254,32 +182,3 @@ export function canaryTrafficActivity({ gateway }: ActivityDeps) {
   };
 }
 
-export function removeCanaryActivity({ kube }: ActivityDeps) {
-  return async function removeCanary(input: {
-    ref: ModelRef;
-    /** The rollout's revision: only its canary goes. Without one, whatever canary the model has. */
-    revision?: Revision;
-  }): Promise<{ removed: boolean }> {
-    const { ref, revision } = input;
-    const name = canaryName(ref.name);
-    let removed = false;
-    try {
-      for (const [apiVersion, kind] of [
-        ['v1', 'Service'],
-        ['apps/v1', 'Deployment'],
-      ] as const) {
-        await onFreshRead(`${kind} ${ref.namespace}/${name}`, async () => {
-          const live = await kube.read(apiVersion, kind, ref.namespace, name);
-          if (!live || ownershipOf(live as Owned, ref) !== 'ours' || !isCanaryOf(live.metadata?.labels, revision))
-            return;
-          // As read: a canary relabelled for a newer revision meanwhile is not this one's to remove.
-          await kube.delete(live, live.metadata?.uid, revision && live.metadata?.resourceVersion);
-          removed = true;
-        });
-      }
-    } catch (err) {
-      throw kubeFailure(err, `removing the canary of MachineModel ${ref.namespace}/${ref.name}`);
-    }
-    return { removed };
-  };
-}

@@ -1,5 +1,5 @@
 import { applyChildrenActivity } from './apply-children.js';
-import { applyCanaryActivity, canaryTrafficActivity, removeCanaryActivity, setCanaryWeightActivity } from './canary.js';
+import { canaryHealthActivity, canaryTrafficActivity, syncCanaryActivity } from './canary.js';
 import type { ActivityDeps } from './deps.js';
 import { recordEventActivity } from './events.js';
 import { ensureFinalizerActivity, removeFinalizerActivity } from './finalizer.js';
@@ -32,10 +32,9 @@ export function createActivities(deps: ActivityDeps) {
     inspectGateway: inspectGatewayActivity(deps),
     removeOrphanRoute: removeOrphanRouteActivity(deps),
     removeCollidingRoute: removeCollidingRouteActivity(deps),
-    applyCanary: applyCanaryActivity(deps),
-    setCanaryWeight: setCanaryWeightActivity(deps),
+    syncCanary: syncCanaryActivity(deps),
+    canaryHealth: canaryHealthActivity(deps),
     canaryTraffic: canaryTrafficActivity(deps),
-    removeCanary: removeCanaryActivity(deps),
   };
 }
 

@@ -15,7 +15,7 @@ import {
   type OwnedRoute,
   type RouteSpec,
 } from '../src/core/route-rules.js';
-import { canaryWeightOf } from './canary.js';
+import { boundedShare } from './canary.js';
 import type { ActivityDeps } from './deps.js';
 import { gatewayFailure } from './failure.js';
 import { GatewayMisconfigured } from './gateway/driver.js';
@@ -61,7 +61,8 @@ export function registerRouteActivity({ gateway, build, kube }: ActivityDeps) {
     return owned.filter((r) => r.id !== route.id).sort(olderFirst)[0]?.owner;
   }
 
-  return async function registerRoute(snapshot: ModelSnapshot): Promise<RegisterResult> {
+  /** `canaryShare`: the canary's percent of the requests, as the model's round decided it. */
+  return async function registerRoute(snapshot: ModelSnapshot, canaryShare = 0): Promise<RegisterResult> {
     if (!gateway) return { configured: false, registered: false, changes: [] };
     const { ref, spec } = snapshot;
     const changes: string[] = [];
@@ -82,8 +83,7 @@ export function registerRouteActivity({ gateway, build, kube }: ActivityDeps) {
           changes,
         };
       }
-      // During a canary step the route keeps the split its Service declares.
-      const route = routeSpec(ref, spec, build, await canaryWeightOf(kube, ref));
+      const route = routeSpec(ref, spec, build, boundedShare(ref, spec, canaryShare));
       const refusal = await routeRefusalFor(route, readDelegation(kube));
       if (refusal) {
         // Another tenant's URLs or hostnames: never published, and nothing of ours stays at the old ones.

@@ -1,12 +1,12 @@
 // A canary rollout of one new model revision, as a durable workflow. Started by the model's workflow;
 // every decision is src/core/rollout-machine.ts (a pure state machine: state and event in, the next
-// command out), every Kubernetes and gateway step an activity (activities/canary.ts), every wait a
-// durable timer. This file only carries out the machine's commands and feeds their results back, and
-// answers people: promote, abort, pause and resume are updates that answer at once with the rollout's
-// view. docs/rollouts.md tells the design.
+// command out), every wait a durable timer. The rollout owns time and verdicts only: it writes
+// nothing. It asks the model's workflow for the canary's size and share (its report signal), and the
+// model's round, the only writer of the canary and the route, answers with the share it set; the
+// rollout reads the canary's health and the gateway's counters itself. People's promote, abort, pause
+// and resume are updates that answer at once with the rollout's view. docs/rollouts.md tells the design.
 import {
   allHandlersFinished,
-  CancellationScope,
   condition,
   continueAsNew,
   getExternalWorkflowHandle,
@@ -17,7 +17,6 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import {
-  cancelled,
   commandFor,
   decide,
   hasEnded,
@@ -31,9 +30,11 @@ import {
   type MachineState,
   type PersonCommand,
 } from '../src/core/rollout-machine.js';
+import type { CanaryWant } from '../src/core/canary-state.js';
 import type { CanaryHealth, TrafficSample } from '../src/core/rollout.js';
 import {
   abortUpdate,
+  canaryAnsweredSignal,
   pauseUpdate,
   promoteUpdate,
   resumeUpdate,
@@ -69,7 +70,12 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
   const startedAt = input.resumed?.startedAt ?? workflowInfo().startTime.getTime();
   /** Workflow time since the rollout (its first run) started. */
   const runSeconds = () => (Date.now() - startedAt) / 1000;
-  const parentWorkflowId = input.resumed?.parentWorkflowId ?? workflowInfo().parent?.workflowId;
+  // The model's workflow that started this rollout (kept across continue-as-new by the server, not
+  // taken from the input: a forged input cannot make it report to another model's workflow).
+  const parentWorkflowId = workflowInfo().parent?.workflowId;
+  /** What this rollout last asked of the model's round, and the round's last answer. */
+  let want: CanaryWant | undefined = input.resumed?.want;
+  let answered: { seq: number; weight: number } | undefined;
   const firstStep = state.step;
   /** Counts people's commands: a hold wakes when it changes. */
   let commands = 0;
@@ -113,19 +119,41 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
     return view();
   };
   setHandler(rolloutStateQuery, view);
+  setHandler(canaryAnsweredSignal, (a) => {
+    if (!answered || a.seq >= answered.seq) answered = a;
+  });
   setHandler(promoteUpdate, onCommand('promote'), { validator: refuseWhenFinished });
   setHandler(abortUpdate, onCommand('abort'), { validator: refuseWhenFinished });
   setHandler(pauseUpdate, onCommand('pause'), { validator: refuseWhenFinished });
   setHandler(resumeUpdate, onCommand('resume'), { validator: refuseWhenFinished });
 
-  /** Tells the model's workflow (status.rollout) when the step, the weight or the phase changed. */
+  /** Tells the model's workflow (status.rollout) when the step, the weight, the phase or the ask changed. */
   let reported = '';
-  async function report(result?: RolloutResult) {
+  async function report(result?: RolloutResult, again = false) {
     const v = view();
-    const now = `${v.step}/${v.weight}/${v.phase}/${v.message ?? ''}`;
-    if (!parentWorkflowId || (now === reported && !result)) return;
+    const now = `${v.step}/${v.weight}/${v.phase}/${v.message ?? ''}/${want?.seq ?? 0}`;
+    if (!parentWorkflowId || (now === reported && !result && !again)) return;
     reported = now;
-    await getExternalWorkflowHandle(parentWorkflowId).signal(rolloutReportSignal, { view: v, result });
+    await getExternalWorkflowHandle(parentWorkflowId).signal(rolloutReportSignal, {
+      view: v,
+      ...(want ? { want } : {}),
+      ...(result ? { result } : {}),
+    });
+  }
+
+  /** Asks the model's round for the canary's size or share at the current step. */
+  async function ask(change: Partial<Pick<CanaryWant, 'replicas' | 'weight'>>): Promise<number> {
+    const seq = (want?.seq ?? 0) + 1;
+    want = { replicas: 0, weight: 0, ...want, ...change, step: state.step, seq };
+    await report();
+    return seq;
+  }
+
+  /** The share the model's round set for ask `seq`; asked again each minute it has not answered. */
+  async function answerTo(seq: number): Promise<number> {
+    while (!(await condition(() => (answered?.seq ?? 0) >= seq, '1 minute', { summary: 'wait for the model\'s round' })))
+      await report(undefined, true);
+    return answered!.weight;
   }
 
   /** Carries out one command; what happened, as the machine's event. `seen` counts the commands people gave before it was decided. */
@@ -135,8 +163,10 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
   ): Promise<MachineEvent | undefined> {
     switch (command.do) {
       case 'look': {
+        if (want?.replicas !== command.replicas || want.step !== state.step)
+          await ask({ replicas: command.replicas, weight: state.weight });
         const [health, traffic] = await Promise.all([
-          rolloutStep('applyCanary', `canary of ${label}: ${command.replicas} × ${revision.image}`, {
+          rolloutStep('canaryHealth', `look at the canary of ${label}: ${command.replicas} × ${revision.image}`, {
             ref,
             revision,
             replicas: command.replicas,
@@ -150,15 +180,12 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
         return { kind: 'counted', at: Date.now(), ...(traffic ? { traffic } : {}) };
       }
       case 'set-weight': {
-        const what =
-          command.weight > 0
-            ? `send ${command.weight}% of ${label}'s requests to the canary`
-            : `send all of ${label}'s requests to the stable revision`;
-        await rolloutStep('setCanaryWeight', what, { ref, weight: command.weight, revision });
-        return { kind: 'weight-set', at: Date.now() };
+        const set = await answerTo(await ask({ weight: command.weight }));
+        // The round gives no share to a canary it finds unable to carry it.
+        return set === command.weight ? { kind: 'weight-set', at: Date.now() } : { kind: 'weight-refused', at: Date.now() };
       }
       case 'remove':
-        await rolloutStep('removeCanary', `remove the canary of ${label}`, { ref, revision });
+        // The model's round removes the canary once it has this rollout's result.
         return { kind: 'removed', at: Date.now() };
       case 'hold': {
         details();
@@ -191,7 +218,7 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
     await condition(allHandlersFinished);
     return continueAsNew<typeof canaryRolloutWorkflow>({
       ...input,
-      resumed: { state, startedAt, ...(parentWorkflowId ? { parentWorkflowId } : {}) },
+      resumed: { state, startedAt, ...(want ? { want } : {}) },
     });
   }
 
@@ -218,12 +245,8 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
     );
   } catch (err) {
     if (!isCancellation(err)) throw err;
-    // Cancelled: a newer revision, or the model deleted. This revision's canary takes no more traffic
-    // and goes; a newer revision's canary is not this rollout's to touch (activities/canary.ts).
-    await CancellationScope.nonCancellable(() => {
-      const withdrawing = cancelled(state);
-      return run({ state: withdrawing, command: commandFor(machine, withdrawing, Date.now()) });
-    });
+    // Cancelled: a newer revision, or the model deleted. Nothing to undo: the model's round, which
+    // cancelled it, gives this revision's canary no share and removes it.
     metrics.rolloutEnded('Cancelled', runSeconds());
     throw err;
   }

@@ -77,6 +77,8 @@ export interface CarriedState {
   echoes: string[];
   /** The latest canary rollout (workflows/rollouts.ts). */
   rollout?: RolloutState;
+  /** The canary's share of the requests on the route as the last round put it (0 when unset). */
+  canaryShare?: number;
 }
 
 export interface MachineModelWorkflowInput {

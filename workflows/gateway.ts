@@ -82,10 +82,11 @@ export function gatewaySteps(ctx: GatewayContext) {
      * Registers a Ready model's route; an idempotent check each Ready round keeps it in step with the
      * spec. A gateway outage becomes a condition and an early retry instead of a stuck round.
      */
-    async publish(model: ModelSnapshot): Promise<Publication | undefined> {
+    async publish(model: ModelSnapshot, canaryShare = 0): Promise<Publication | undefined> {
       if (model.gatewayConfigured === false) return undefined;
       try {
-        const r = await gatewayStep('registerRoute', 'publish on the gateway', model);
+        const summary = canaryShare > 0 ? `publish on the gateway, ${canaryShare}% to the canary` : 'publish on the gateway';
+        const r = await gatewayStep('registerRoute', summary, model, canaryShare);
         if (!r.configured) return undefined;
         state.routeRegistered = r.registered || state.routeRegistered;
         return { changes: r.changes, condition: r.condition, url: r.url ?? null, retrySoon: false };

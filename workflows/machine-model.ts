@@ -365,12 +365,17 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
         setPhase(reported.status.phase);
         return outcome({ changes, conditions: reported.status.conditions }, decision.nextCheckSeconds);
       }
-      const route = decision.verdict.kind === 'ready' ? await gateway.publish(model) : undefined;
-      if (route) changes.push(...route.changes);
-      // Only a model that has or had a rollout (or a canary left to remove) takes a step more.
-      const rollout =
-        model.spec.rollout || state.rollout || applied.canary ? await rollouts.follow(model, applied) : undefined;
+      // Only a model that has or had a rollout (or a canary left to remove) takes the rollout's steps.
+      const withRollout = !!(model.spec.rollout || state.rollout || applied.canary);
+      const rollout = withRollout ? await rollouts.follow(model, applied) : undefined;
       if (rollout) changes.push(...rollout.changes);
+      // The route carries the canary's share as this round decides it: put when Ready, and whenever the share changes.
+      const share = withRollout ? rollouts.share(applied) : { weight: 0, changed: false };
+      const publishes = decision.verdict.kind === 'ready' || (share.changed && state.routeRegistered);
+      const route = publishes ? await gateway.publish(model, share.weight) : undefined;
+      if (route) changes.push(...route.changes);
+      if (!route?.retrySoon) state.canaryShare = share.weight;
+      if (withRollout) changes.push(...(await rollouts.keepCanary(model, applied, share.weight)));
       const verdict: Verdict = rollout?.failed
         ? { kind: 'failed', reason: 'RolloutFailed', message: rollout.failed }
         : decision.verdict;

@@ -3,6 +3,7 @@
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { ModelRef, RolloutSpec } from '../src/core/api.js';
 import type { Revision } from '../src/core/rollout.js';
+import type { CanaryWant } from '../src/core/canary-state.js';
 import type { MachineState } from '../src/core/rollout-machine.js';
 
 export const rolloutWorkflowType = 'canaryRolloutWorkflow';
@@ -25,8 +26,8 @@ export interface CanaryRolloutInput {
   checkSeconds?: number;
   /** How long a canary may take to become ready in a step: the model's progress deadline (600 s by default). */
   readyDeadlineSeconds?: number;
-  /** Where an earlier run of this rollout continued as new: its state, and the rollout's start. */
-  resumed?: { state: MachineState; startedAt: number; parentWorkflowId?: string };
+  /** Where an earlier run of this rollout continued as new: its state, the rollout's start, its last ask. */
+  resumed?: { state: MachineState; startedAt: number; want?: CanaryWant };
 }
 
 export type RolloutPhase = 'Progressing' | 'Paused' | 'Promoted' | 'RolledBack' | 'Aborted';
@@ -58,6 +59,12 @@ export interface RolloutState {
   revision: Revision;
   stable: Revision;
   running: boolean;
+  /** The plan and the stable replicas the rollout started with: the round's share follows from them. */
+  plan?: RolloutSpec;
+  stableReplicas?: number;
+  /** What the rollout last asked of the model's round, and the last ask the round answered. */
+  want?: CanaryWant;
+  answered?: number;
   view?: RolloutView;
   result?: Pick<RolloutResult, 'outcome' | 'check' | 'message'>;
 }
@@ -87,5 +94,12 @@ export const pauseUpdate = defineUpdate<RolloutView, [RolloutCommand]>('pause');
 /** Go on from where it was paused: the same step, the time that was left. */
 export const resumeUpdate = defineUpdate<RolloutView, [RolloutCommand]>('resume');
 
-/** From a rollout to its model's workflow: how it stands (each step, pause, resume), and at the end how it ended. */
-export const rolloutReportSignal = defineSignal<[{ view: RolloutView; result?: RolloutResult }]>('rolloutReport');
+/**
+ * From a rollout to its model's workflow: how it stands (each step, pause, resume), what it asks of
+ * the model's round (the canary's size and share), and at the end how it ended.
+ */
+export const rolloutReportSignal =
+  defineSignal<[{ view: RolloutView; want?: CanaryWant; result?: RolloutResult }]>('rolloutReport');
+
+/** From the model's round to its rollout: the ask it answered, and the canary's share as the round set it. */
+export const canaryAnsweredSignal = defineSignal<[{ seq: number; weight: number }]>('canaryAnswered');

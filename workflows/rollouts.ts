@@ -1,17 +1,27 @@
 // The MachineModel workflow's side of canary rollouts (docs/rollouts.md): start the rollout of a new
 // revision as a child workflow, cancel it when a newer revision or the model's deletion overtakes it,
-// keep what it reports for status.rollout, and remove the canary once a promoted revision is stable.
+// keep what it reports for status.rollout, and, as the only writer of the canary and the route, give
+// the canary the size and share the running rollout asks (each round, from its current step), answer
+// it, and remove the canary once its rollout ended (a promoted one once its revision is stable).
 // The rollout itself, step by step, is canary-rollout.ts.
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
-import { ParentClosePolicy, getExternalWorkflowHandle, patched, startChild } from '@temporalio/workflow';
+import {
+  ParentClosePolicy,
+  getExternalWorkflowHandle,
+  isCancellation,
+  patched,
+  startChild,
+} from '@temporalio/workflow';
 import type { ApplyResult, ModelSnapshot } from '../activities/index.js';
 import type { RolloutStatus } from '../src/core/api.js';
+import { canaryShare, canaryUpkeep, type CanaryWant, type RoundRollout } from '../src/core/canary-state.js';
 import { revisionName, sameRevision, type Revision } from '../src/core/rollout.js';
 import { isReady } from '../src/core/status.js';
 import type { CarriedState } from './definitions.js';
 import type { canaryRolloutWorkflow } from './canary-rollout.js';
 import type { PatchId } from './patches.js';
 import {
+  canaryAnsweredSignal,
   rolloutWorkflowId,
   rolloutWorkflowType,
   type RolloutResult,
@@ -30,12 +40,17 @@ export interface RolloutFollowUp {
   failed?: string;
 }
 
-export function rolloutSteps(state: Pick<CarriedState, 'rollout'>, readyDeadlineSeconds: number) {
+export function rolloutSteps(state: Pick<CarriedState, 'rollout' | 'canaryShare'>, readyDeadlineSeconds: number) {
   /** A report from the rollout: kept for the next round's status; the promoted revision becomes stable. */
-  function onReport(report: { view: RolloutView; result?: RolloutResult }) {
+  function onReport(report: { view: RolloutView; want?: CanaryWant; result?: RolloutResult }) {
     const r = state.rollout;
     if (!r || !sameRevision(r.revision, report.view.revision)) return;
     r.view = report.view;
+    if (r.running && report.want && report.want.seq >= (r.want?.seq ?? 0)) {
+      r.want = report.want;
+      // Answered at the end of the next round, even an ask answered before (a rollout that asks again).
+      r.answered = undefined;
+    }
     if (report.result) {
       r.running = false;
       r.result = { outcome: report.result.outcome, check: report.result.check, message: report.result.message };
@@ -69,12 +84,6 @@ export function rolloutSteps(state: Pick<CarriedState, 'rollout'>, readyDeadline
     } else if (state.rollout?.running) {
       // The spec went back to the stable revision, or dropped its rollout: the canary goes.
       changes.push(...(await cancelRunning('the spec no longer asks for its revision')));
-    }
-    if (!state.rollout?.running && applied.canary && isReady(applied.readiness) && !pending) {
-      // A promoted revision is stable and ready (or the rollout ended): the canary takes no more traffic.
-      await kubeStep('setCanaryWeight', 'send all requests to the stable revision', { ref, weight: 0 });
-      await kubeStep('removeCanary', 'remove the canary', { ref });
-      changes.push('canary removed');
     }
     const r = state.rollout;
     if (!r) return { changes };
@@ -111,10 +120,49 @@ export function rolloutSteps(state: Pick<CarriedState, 'rollout'>, readyDeadline
       if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
       adopted = true;
     }
-    state.rollout = { workflowId, revision, stable, running: true };
+    const stableReplicas = Math.max(1, applied.readiness.desiredReplicas);
+    state.rollout = { workflowId, revision, stable, running: true, plan: model.spec.rollout!, stableReplicas };
     return adopted
       ? `rollout of ${revision.image} running already: following it`
       : `rollout of ${revision.image} started`;
+  }
+
+  /** The running rollout as the round's canary decisions see it. */
+  const running = (): RoundRollout | undefined => {
+    const r = state.rollout;
+    if (!r?.running || !r.plan || !r.stableReplicas) return undefined;
+    return { revision: r.revision, plan: r.plan, stableReplicas: r.stableReplicas, ...(r.want ? { want: r.want } : {}) };
+  };
+
+  /** The canary's share of the model's requests this round (canaryShare), and whether the route must change for it. */
+  function share(applied: ApplyResult): { weight: number; changed: boolean } {
+    const weight = canaryShare(running(), applied.liveCanary);
+    return { weight, changed: weight !== (state.canaryShare ?? 0) };
+  }
+
+  /**
+   * After the route carries this round's share: the canary objects as the running rollout asks, or
+   * removed once no rollout needs them; then the rollout's ask answered with the share set.
+   */
+  async function keepCanary(model: ModelSnapshot, applied: ApplyResult, weight: number): Promise<string[]> {
+    const { ref } = model;
+    const r = state.rollout;
+    const rollout = running();
+    const awaitingStable = r?.result?.outcome === 'Promoted' && !isReady(applied.readiness);
+    const upkeep = canaryUpkeep(rollout, applied.liveCanary, awaitingStable);
+    const changes: string[] = [];
+    if (upkeep.do === 'apply') {
+      const canary = { revision: rollout!.revision, replicas: upkeep.replicas };
+      const what = `canary: ${upkeep.replicas} × ${canary.revision.image}`;
+      changes.push(...(await kubeStep('syncCanary', what, { ref, canary })).changes);
+    } else if (upkeep.do === 'remove' || (!rollout && !awaitingStable && applied.canary)) {
+      changes.push(...(await kubeStep('syncCanary', 'remove the canary', { ref })).changes);
+    }
+    if (r?.running && r.want && r.answered !== r.want.seq) {
+      await answer(r.workflowId, { seq: r.want.seq, weight });
+      r.answered = r.want.seq;
+    }
+    return changes;
   }
 
   /** On deletion: the canary goes with the model (owner references); its rollout stops. */
@@ -122,7 +170,17 @@ export function rolloutSteps(state: Pick<CarriedState, 'rollout'>, readyDeadline
     return cancelRunning('the model is being deleted');
   }
 
-  return { onReport, promoted, follow, forget };
+  return { onReport, promoted, follow, share, keepCanary, forget };
+}
+
+/** Tells the rollout what the round set; a rollout that has ended meanwhile needs no answer. */
+async function answer(workflowId: string, answered: { seq: number; weight: number }): Promise<void> {
+  try {
+    await getExternalWorkflowHandle(workflowId).signal(canaryAnsweredSignal, answered);
+  } catch (err) {
+    // The only failure of a signal to another workflow: it is no longer running.
+    if (isCancellation(err)) throw err;
+  }
 }
 
 function statusOf(r: RolloutState): RolloutStatus {

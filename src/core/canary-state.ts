@@ -3,9 +3,10 @@
 // The canary is an instance of its own (`<name>-canary`), so the stable Deployment's selector, its
 // Service and its autoscaler never count or reach the canary's Pods, and adding a rollout to a model
 // changes nothing of what runs until a new revision comes.
-import { canaryOfLabel, revisionLabel, type MachineModelSpec, type ModelRef } from './api.js';
+import { canaryOfLabel, type MachineModelSpec, type ModelRef, revisionLabel, type RolloutSpec } from './api.js';
 import { buildDeployment, buildService, childLabels, selectorLabels, type BuildOptions } from './desired-state.js';
-import { revisionName, type Revision } from './rollout.js';
+import { readinessOf, type DeploymentView } from './readiness.js';
+import { canaryReplicas, revisionName, type Revision } from './rollout.js';
 
 export const canaryName = (model: string) => `${model}-canary`;
 
@@ -42,19 +43,76 @@ export function buildCanaryService(ref: ModelRef, spec: MachineModelSpec, revisi
   };
 }
 
-type Labels = Record<string, string> | undefined;
+/** What a rollout asks of the model's round: its canary at this size, and this share at this step. */
+export interface CanaryWant {
+  /** The rollout's step, 0-based: the share is never above its weight. */
+  step: number;
+  replicas: number;
+  weight: number;
+  /** Counts the rollout's asks: the round's answer names the one it answers. */
+  seq: number;
+}
+
+/** The model's canary Deployment as the round read it. */
+export interface LiveCanary {
+  /** Its revision label (revisionName). */
+  revision: string;
+  replicas: number;
+  readyReplicas: number;
+}
 
 /**
- * Whether a live canary object (by its labels) is `revision`'s canary; any revision's when none is
- * named (the model's own round removes whatever canary outlived its rollout). A cancelled rollout
- * names its revision, so its late cleanup never touches the canary of the revision that overtook it.
+ * A live canary Deployment as the round sees it. Its ready replicas count only once every Pod runs
+ * its current template: a canary relabelled for a newer revision is not ready on the old one's Pods.
  */
-export const isCanaryOf = (labels: Labels, revision: Revision | undefined): boolean =>
-  !revision || labels?.[revisionLabel] === revisionName(revision);
+export function liveCanaryOf(d: DeploymentView & { metadata?: { labels?: Record<string, string> } }): LiveCanary {
+  const r = readinessOf(d);
+  const current = r.observedLatest && r.updatedReplicas >= r.replicas;
+  return {
+    revision: d.metadata?.labels?.[revisionLabel] ?? '',
+    replicas: r.desiredReplicas,
+    readyReplicas: current ? r.readyReplicas : 0,
+  };
+}
+
+/** The running rollout as the model's round sees it. */
+export interface RoundRollout {
+  revision: Revision;
+  plan: RolloutSpec;
+  /** The stable Deployment's replicas when the rollout began: a share needs that many canary replicas ready. */
+  stableReplicas: number;
+  want?: CanaryWant;
+}
 
 /**
- * Whether applying `revision`'s canary over the live canary Service (its labels; undefined: none)
- * takes the earlier revision's share away first: a new revision starts at no share, unjudged.
+ * The canary's share of the model's requests, decided by the model's round from what the running
+ * rollout asks and the canary as it is now (level-triggered: every round, from the current step):
+ * none without a running rollout, none for a canary of another revision or not ready to carry it,
+ * never above the step's weight.
  */
-export const resetsShare = (liveLabels: Labels | null, revision: Revision): boolean =>
-  liveLabels !== null && liveLabels?.[revisionLabel] !== revisionName(revision);
+export function canaryShare(rollout: RoundRollout | undefined, live: LiveCanary | undefined): number {
+  const want = rollout?.want;
+  if (!rollout || !want || !live || live.revision !== revisionName(rollout.revision)) return 0;
+  const weight = Math.min(want.weight, rollout.plan.steps[want.step]?.weight ?? 0);
+  if (weight <= 0) return 0;
+  return live.readyReplicas >= canaryReplicas(rollout.stableReplicas, weight) ? weight : 0;
+}
+
+/**
+ * What the model's round does with the canary objects: the running rollout's at the size it asks,
+ * kept while a promoted revision becomes stable, removed otherwise. Nothing before a rollout asks.
+ */
+export function canaryUpkeep(
+  rollout: RoundRollout | undefined,
+  live: LiveCanary | undefined,
+  promotedAwaitingStable: boolean,
+): { do: 'apply'; replicas: number } | { do: 'keep' } | { do: 'remove' } {
+  if (rollout) {
+    const want = rollout.want;
+    if (!want) return { do: 'keep' };
+    const current = live && live.revision === revisionName(rollout.revision) && live.replicas === want.replicas;
+    return current ? { do: 'keep' } : { do: 'apply', replicas: want.replicas };
+  }
+  if (promotedAwaitingStable || !live) return { do: 'keep' };
+  return { do: 'remove' };
+}

@@ -84,6 +84,8 @@ export type MachineEvent =
   /** A look's answer: the canary's health and, during the pause, the gateway's counters (undefined: not reported). */
   | { kind: 'looked'; at: number; health: CanaryHealth; traffic?: TrafficSample }
   | { kind: 'weight-set'; at: number }
+  /** The model's round gave the canary no share: it found it unable to carry one. */
+  | { kind: 'weight-refused'; at: number }
   | { kind: 'counted'; at: number; traffic?: TrafficSample }
   | { kind: 'removed'; at: number }
   /** A hold ended: its time ran out, or a person acted. */
@@ -177,13 +179,6 @@ export function personCommand(s: MachineState, command: PersonCommand, by: strin
       return noted(resumed, `resumed by ${by}`);
     }
   }
-}
-
-/** The model's workflow cancelled the rollout (a newer revision, the model deleted): withdraw, then end. */
-export function cancelled(s: MachineState): MachineState {
-  if (s.stage.kind === 'ended' || (s.stage.kind === 'ending' && s.stage.ending.outcome === 'Cancelled')) return s;
-  const ending: Ending = { outcome: 'Cancelled', message: 'cancelled: a newer revision came, or the model is deleted' };
-  return { ...s, paused: undefined, stage: { kind: 'ending', ending, withdrawn: false, removed: false } };
 }
 
 /** The next thing to do in state `s` at time `at`. */
@@ -327,6 +322,10 @@ function transition(input: MachineInput, s: MachineState, event: MachineEvent): 
     return s;
   }
   if (event.kind === 'weight-set') s = { ...s, weight: stage.kind === 'weighting' ? stepWeight(input, s) : 0 };
+  if (event.kind === 'weight-refused' && stage.kind === 'weighting') {
+    // The round found the canary unable to carry the step's share when it was to be given.
+    return unready(input, s, s.unreadySince ?? at, 'not ready when its share was to be given', at);
+  }
   const byPerson = personEnding(s);
   if (byPerson) return end(s, byPerson);
   if (event.kind === 'start') return readying(s, at);

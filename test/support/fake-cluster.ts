@@ -6,7 +6,10 @@ import type { GatewayInspection } from '../../activities/publication.js';
 import { readAndApplyActivity } from '../../activities/read-and-apply.js';
 import { finalizerName, type MachineModelSpec, type MachineModelStatus } from '../../src/core/api.js';
 import type { ContainerTrouble } from '../../src/core/container-troubles.js';
+import { canaryShare, canaryUpkeep, type LiveCanary } from '../../src/core/canary-state.js';
+import type { ModelRoundInput } from '../fixtures/rollout-harness-workflow.js';
 import {
+  revisionName,
   revisionOf,
   sameRevision,
   stableRevisionFor,
@@ -65,17 +68,60 @@ export class FakeCluster {
     trouble: undefined as ContainerTrouble | undefined,
     traffic: undefined as TrafficSample | undefined,
     replicas: 0,
+    /** The revision (revisionName) the canary objects were last applied for. */
+    revision: '',
+    /** The canary's share on the route. */
     weight: 0,
-    /** Every weight set, in order. */
+    /** Every change of that share, in order. */
     weights: [] as number[],
     removed: 0,
   };
+
+  /** The canary Deployment as applyChildren reads it. */
+  private liveCanary(): LiveCanary | undefined {
+    const c = this.canary;
+    if (!c.exists) return undefined;
+    return { revision: c.revision, replicas: c.replicas, readyReplicas: c.ready && !c.trouble ? c.replicas : 0 };
+  }
+
+  private putShare(weight: number) {
+    if (weight === this.canary.weight) return;
+    this.canary.weight = weight;
+    this.canary.weights.push(weight);
+  }
+
+  private applyCanary(revision: Revision, replicas: number) {
+    this.count('applyCanary');
+    Object.assign(this.canary, { exists: true, replicas, revision: revisionName(revision) });
+  }
+
+  private removeCanary() {
+    if (!this.canary.exists) return false;
+    Object.assign(this.canary, { exists: false, replicas: 0, revision: '' });
+    this.canary.removed++;
+    return true;
+  }
+
+  /** The model's round as the rollout harness plays it (test/fixtures/rollout-harness-workflow.ts). */
+  private modelRound({ input, want, ended }: ModelRoundInput): number {
+    this.count('modelRound');
+    const rollout = ended
+      ? undefined
+      : { revision: input.revision, plan: input.plan, stableReplicas: input.stableReplicas, ...(want ? { want } : {}) };
+    const live = this.liveCanary();
+    const weight = canaryShare(rollout, live);
+    this.putShare(weight);
+    const upkeep = canaryUpkeep(rollout, live, ended === 'Promoted');
+    if (upkeep.do === 'apply') this.applyCanary(input.revision, upkeep.replicas);
+    if (upkeep.do === 'remove') this.removeCanary();
+    return weight;
+  }
 
   private count(name: string) {
     this.calls[name] = (this.calls[name] ?? 0) + 1;
   }
 
-  activities(): Activities {
+  activities(): Activities & { modelRound(i: ModelRoundInput): Promise<number> } {
     const ref = () => ({ namespace: 'default', name: this.name, uid: this.uid });
     const readiness = (): Readiness => ({
       found: true,
@@ -127,7 +173,7 @@ export class FakeCluster {
           readiness: readiness(),
           written: this.written,
           ...(rollout ? { rollout } : {}),
-          ...(this.canary.exists ? { canary: true } : {}),
+          ...(this.canary.exists ? { canary: true, liveCanary: this.liveCanary() } : {}),
         };
       },
       writeStatus: async (_ref, input) => {
@@ -155,8 +201,9 @@ export class FakeCluster {
         this.count('recordModelEvent');
         this.eventReasons.push(reason);
       },
-      registerRoute: async (model) => {
+      registerRoute: async (model, share = 0) => {
         this.count('registerRoute');
+        if (this.gatewayConfigured && !this.gatewayDown) this.putShare(share);
         if (!this.gatewayConfigured) return { configured: false, registered: false, changes: [] };
         if (this.gatewayDown)
           throw ApplicationFailure.retryable('Caddy admin API is unreachable', 'GatewayUnavailable');
@@ -193,36 +240,33 @@ export class FakeCluster {
         this.withdrawn.push(route.id);
         return { removed: true };
       },
-      applyCanary: async ({ replicas }) => {
-        this.count('applyCanary');
-        Object.assign(this.canary, { exists: true, replicas });
-        const ready = this.canary.ready && !this.canary.trouble;
+      syncCanary: async ({ canary }) => {
+        this.count('syncCanary');
+        if (!canary) return { changes: this.removeCanary() ? ['canary removed'] : [] };
+        this.applyCanary(canary.revision, canary.replicas);
+        return { changes: [`canary: ${canary.replicas}`] };
+      },
+      canaryHealth: async ({ revision, replicas }) => {
+        this.count('canaryHealth');
+        const live = this.liveCanary();
+        if (!live || live.revision !== revisionName(revision) || live.replicas !== replicas)
+          return { readyReplicas: 0, desiredReplicas: replicas };
         return {
-          readyReplicas: ready ? replicas : 0,
+          readyReplicas: live.readyReplicas,
           desiredReplicas: replicas,
           ...(this.canary.trouble ? { trouble: this.canary.trouble } : {}),
         };
-      },
-      setCanaryWeight: async ({ weight }) => {
-        this.count('setCanaryWeight');
-        const changed = weight !== this.canary.weight;
-        this.canary.weight = weight;
-        this.canary.weights.push(weight);
-        return { changed };
       },
       canaryTraffic: async () => {
         this.count('canaryTraffic');
         return this.canary.traffic ? { ...this.canary.traffic } : undefined;
       },
-      removeCanary: async () => {
-        this.count('removeCanary');
-        const removed = this.canary.exists;
-        Object.assign(this.canary, { exists: false, replicas: 0 });
-        if (removed) this.canary.removed++;
-        return { removed };
-      },
     };
     // The real composition of the steps, over the fakes.
-    return { ...activities, readAndApply: readAndApplyActivity(activities) };
+    return {
+      ...activities,
+      readAndApply: readAndApplyActivity(activities),
+      modelRound: async (i: ModelRoundInput) => this.modelRound(i),
+    };
   }
 }

@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import type { TestProject } from 'vitest/node';
 import { workflowBundleOptions } from '../../src/process/workflow-bundle.js';
@@ -15,6 +16,8 @@ declare module 'vitest' {
 export default async function setup(project: TestProject) {
   const { code } = await bundleWorkflowCode({
     ...workflowBundleOptions(),
+    // The workflows, and the stand-in for the model's workflow that the rollout's own tests use.
+    workflowsPath: fileURLToPath(new URL('../fixtures/test-workflows.ts', import.meta.url)),
     logger: { trace() {}, debug() {}, info() {}, warn: console.warn, error: console.error, log() {} },
   });
   project.provide('workflowBundleCode', code);

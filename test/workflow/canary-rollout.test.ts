@@ -13,6 +13,7 @@ import {
   type CanaryRolloutInput,
   type RolloutResult,
 } from '../../workflows/rollout-definitions.js';
+import type { canaryRolloutWorkflow } from '../../workflows/canary-rollout.js';
 import { FakeCluster } from '../support/fake-cluster.js';
 import { useWorkflowTestEnv } from '../support/workflow-env.js';
 
@@ -27,7 +28,8 @@ const plan: RolloutSpec = {
   analysis: { maxErrorRatePercent: 5, minRequests: 20 },
 };
 
-function start(taskQueue: string, overrides: Partial<CanaryRolloutInput> = {}) {
+/** Starts a rollout as the child of the harness that plays the model's round; the rollout's handle. */
+async function start(taskQueue: string, overrides: Partial<CanaryRolloutInput> = {}) {
   const input: CanaryRolloutInput = {
     ref: { namespace: 'default', name: 'm', uid: 'uid-1' },
     revision: { image: 'reg/m:v2', modelPath: '/models/v2' },
@@ -36,11 +38,30 @@ function start(taskQueue: string, overrides: Partial<CanaryRolloutInput> = {}) {
     stableReplicas: 4,
     ...overrides,
   };
-  return wf.env.client.workflow.start('canaryRolloutWorkflow', {
+  const rolloutId = `rollout-${randomUUID()}`;
+  const harness = await wf.env.client.workflow.start('rolloutHarnessWorkflow', {
     taskQueue,
-    workflowId: `rollout-${randomUUID()}`,
-    args: [input],
+    workflowId: `harness-${rolloutId}`,
+    args: [input, rolloutId],
   });
+  const firstRun = await eventuallyValue(async () => (await wf.env.client.workflow.getHandle(rolloutId).describe()).runId);
+  const rollout = wf.env.client.workflow.getHandle<typeof canaryRolloutWorkflow>(rolloutId, undefined, {
+    firstExecutionRunId: firstRun,
+  });
+  // The result once the harness's last round (which removes a canary not promoted) is done too.
+  return Object.assign(rollout, { firstExecutionRunId: firstRun, result: () => harness.result() });
+}
+
+/** The value once `read` stops throwing (the child not started yet). */
+async function eventuallyValue<T>(read: () => Promise<T>): Promise<T> {
+  for (let i = 0; ; i++) {
+    try {
+      return await read();
+    } catch (err) {
+      if (i > 100) throw err;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
 }
 
 /** Lets workflow time pass (the server skips it), so the rollout moves while the test watches. */
@@ -115,7 +136,8 @@ describe('canaryRolloutWorkflow', () => {
     await wf.withWorker(cluster, async (tq) => {
       const result = await (await start(tq)).result();
       expect(result).toMatchObject({ outcome: 'RolledBack', check: 'Ready' });
-      expect(cluster.canary.weights).toEqual([0]);
+      // The route never gave it a share.
+      expect(cluster.canary.weights).toEqual([]);
     });
   });
 
@@ -135,7 +157,7 @@ describe('canaryRolloutWorkflow', () => {
         check: 'Ready',
         message: 'rolled back at step 1 (10%): canary not ready within 600 s: canary 0 of 1 ready',
       });
-      expect(cluster.canary.weights).toEqual([0]);
+      expect(cluster.canary.weights).toEqual([]);
     });
   });
 
@@ -150,8 +172,8 @@ describe('canaryRolloutWorkflow', () => {
       const result = await handle.result();
       expect(result).toMatchObject({ outcome: 'RolledBack', check: 'Ready' });
       expect(result.message).toContain('canary not ready within 600 s');
-      // Its share went back to the stable revision when the step ended with the canary not ready.
-      expect(cluster.canary.weights).toEqual([50, 0, 0]);
+      // Its share went back to the stable revision at the first look that found it not ready, and stayed there.
+      expect(cluster.canary.weights).toEqual([50, 0]);
     });
   });
 
@@ -349,7 +371,7 @@ describe('canaryRolloutWorkflow', () => {
     });
   });
 
-  it('withdraws the canary when cancelled (a newer revision, or the model deleted)', async () => {
+  it("ends at once when cancelled (a newer revision, or the model deleted): the model's round withdraws and removes the canary", async () => {
     const cluster = new FakeCluster();
     await wf.withWorker(cluster, async (tq) => {
       const handle = await start(tq);
