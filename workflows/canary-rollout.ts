@@ -151,7 +151,7 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
 
   /** The share the model's round set for ask `seq`; asked again each minute it has not answered. */
   async function answerTo(seq: number): Promise<number> {
-    while (!(await condition(() => (answered?.seq ?? 0) >= seq, '1 minute', { summary: 'wait for the model\'s round' })))
+    while (!(await condition(() => (answered?.seq ?? 0) >= seq, '1 minute', { summary: "wait for the model's round" })))
       await report(undefined, true);
     return answered!.weight;
   }
@@ -182,7 +182,9 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
       case 'set-weight': {
         const set = await answerTo(await ask({ weight: command.weight }));
         // The round gives no share to a canary it finds unable to carry it.
-        return set === command.weight ? { kind: 'weight-set', at: Date.now() } : { kind: 'weight-refused', at: Date.now() };
+        return set === command.weight
+          ? { kind: 'weight-set', at: Date.now() }
+          : { kind: 'weight-refused', at: Date.now() };
       }
       case 'remove':
         // The model's round removes the canary once it has this rollout's result.

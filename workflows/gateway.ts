@@ -85,7 +85,8 @@ export function gatewaySteps(ctx: GatewayContext) {
     async publish(model: ModelSnapshot, canaryShare = 0): Promise<Publication | undefined> {
       if (model.gatewayConfigured === false) return undefined;
       try {
-        const summary = canaryShare > 0 ? `publish on the gateway, ${canaryShare}% to the canary` : 'publish on the gateway';
+        const summary =
+          canaryShare > 0 ? `publish on the gateway, ${canaryShare}% to the canary` : 'publish on the gateway';
         const r = await gatewayStep('registerRoute', summary, model, canaryShare);
         if (!r.configured) return undefined;
         state.routeRegistered = r.registered || state.routeRegistered;

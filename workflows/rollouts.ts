@@ -131,7 +131,12 @@ export function rolloutSteps(state: Pick<CarriedState, 'rollout' | 'canaryShare'
   const running = (): RoundRollout | undefined => {
     const r = state.rollout;
     if (!r?.running || !r.plan || !r.stableReplicas) return undefined;
-    return { revision: r.revision, plan: r.plan, stableReplicas: r.stableReplicas, ...(r.want ? { want: r.want } : {}) };
+    return {
+      revision: r.revision,
+      plan: r.plan,
+      stableReplicas: r.stableReplicas,
+      ...(r.want ? { want: r.want } : {}),
+    };
   };
 
   /** The canary's share of the model's requests this round (canaryShare), and whether the route must change for it. */

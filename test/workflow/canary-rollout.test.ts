@@ -44,7 +44,9 @@ async function start(taskQueue: string, overrides: Partial<CanaryRolloutInput> =
     workflowId: `harness-${rolloutId}`,
     args: [input, rolloutId],
   });
-  const firstRun = await eventuallyValue(async () => (await wf.env.client.workflow.getHandle(rolloutId).describe()).runId);
+  const firstRun = await eventuallyValue(
+    async () => (await wf.env.client.workflow.getHandle(rolloutId).describe()).runId,
+  );
   const rollout = wf.env.client.workflow.getHandle<typeof canaryRolloutWorkflow>(rolloutId, undefined, {
     firstExecutionRunId: firstRun,
   });

@@ -49,7 +49,11 @@ async function update(handle: Awaited<ReturnType<typeof readyModel>>, cluster: F
 async function stop(handle: Awaited<ReturnType<typeof readyModel>>) {
   const { rollout } = await handle.query(stateQuery);
   await handle.terminate();
-  if (rollout?.running) await wf.env.client.workflow.getHandle(rollout.workflowId).terminate().catch(() => undefined);
+  if (rollout?.running)
+    await wf.env.client.workflow
+      .getHandle(rollout.workflowId)
+      .terminate()
+      .catch(() => undefined);
 }
 
 const condition = (cluster: FakeCluster, type: string) => cluster.status?.conditions?.find((c) => c.type === type);
