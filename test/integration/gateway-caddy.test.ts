@@ -5,12 +5,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import http from 'node:http';
 import { CaddyDriver, trackServerName } from '../../activities/gateway/caddy-driver.js';
 import { request } from '../../activities/gateway/http.js';
-import { canaryWeightOf } from '../../activities/canary.js';
 import { createActivities } from '../../activities/index.js';
 import { KubeClient } from '../../activities/kube-client.js';
 import { defaultBuildOptions } from '../../src/core/desired-state.js';
 import { freePort } from '../../tools/local-stack/processes.js';
-import { addTraffic } from '../../src/core/rollout.js';
+import { liveCanaryOf } from '../../src/core/canary-state.js';
+import { addTraffic, revisionName } from '../../src/core/rollout.js';
 import { delegatedPrefixesAnnotation, routeId, type RouteSpec } from '../../src/core/route-rules.js';
 import { conditionOf, kubectlFor } from '../support/cluster.js';
 import { eventually } from '../support/eventually.js';
@@ -241,27 +241,27 @@ describe('publication on a real Caddy through its admin API', () => {
   });
 });
 
-describe('a deleted model', () => {
-  it("gets no route back from its cancelled rollout's last weight step (bug: the route came back until the next sweep)", async () => {
+describe("the canary's one writer, the model's round", () => {
+  it("applies no canary for a model being deleted, and refuses a revision that is not the spec's (bug 4: a deleted model's route came back)", async () => {
     // The activity itself, in a namespace no operator watches, on a model held by its finalizer.
     const held = k.createNamespace('caddy-held');
     const acts = activitiesOnCaddy();
     const rollout = { strategy: 'Canary' as const, steps: [{ weight: 50 }] };
     k.apply(machineModel(held, 'going', { rollout }, { finalizers: ['stable.example.com/cleanup'] }));
-    k.kubectl('-n', held, 'delete', 'mm', 'going', '--wait=false');
-    const mm = await eventually<any>('deletion under way', () => {
-      const m = k.get('machinemodel', held, 'going');
-      return m?.metadata?.deletionTimestamp ? m : undefined;
-    });
+    const mm = await eventually<any>('created', () => k.get('machinemodel', held, 'going'));
     const ref = { namespace: held, name: 'going', uid: mm.metadata.uid as string };
-    expect(await acts.setCanaryWeight({ ref, weight: 0 })).toEqual({ changed: false });
+    const forged = { revision: { image: 'evil.example/miner:1', modelPath: '/m' }, replicas: 1 };
+    await expect(acts.syncCanary({ ref, canary: forged })).rejects.toThrow(/not the spec's/);
+    k.kubectl('-n', held, 'delete', 'mm', 'going', '--wait=false');
+    await eventually('deletion under way', () => k.get('machinemodel', held, 'going')?.metadata?.deletionTimestamp);
+    const revision = { image: mm.spec.image as string, modelPath: mm.spec.modelPath as string };
+    await expect(acts.syncCanary({ ref, canary: { revision, replicas: 1 } })).rejects.toThrow(/gone or deleting/);
+    expect(k.get('deployment', held, 'going-canary')).toBeUndefined();
     expect((await caddy.routes()).some((r) => r['@id'] === routeId(ref))).toBe(false);
     k.kubectl('-n', held, 'patch', 'mm', 'going', '--type=merge', '-p', '{"metadata":{"finalizers":null}}');
   });
-});
 
-describe("a new revision in the last one's canary", () => {
-  it("starts at no share, not the promoted canary's last weight (bug: it took 50 % unjudged)", async () => {
+  it("relabels the canary for a new revision, which counts no ready replica until its own Pods run, and removes it (bug 2: it inherited the last one's share)", async () => {
     const kept = k.createNamespace('caddy-share');
     const kc = new KubeConfig();
     kc.loadFromFile(operatorKubeconfig(stack));
@@ -272,45 +272,38 @@ describe("a new revision in the last one's canary", () => {
     k.apply(machineModel(kept, 'shared', { ...v(2), rollout }));
     const mm = await eventually<any>('created', () => k.get('machinemodel', kept, 'shared'));
     const ref = { namespace: kept, name: 'shared', uid: mm.metadata.uid as string };
-    await acts.applyCanary({ ref, revision: v(2), replicas: 1 });
-    await acts.setCanaryWeight({ ref, weight: 50 });
-    expect(await canaryWeightOf(kube, ref)).toBe(50);
-    // v2 promoted, its canary still at 50 % until the stable Deployment is Ready: v3 comes.
+    await acts.syncCanary({ ref, canary: { revision: v(2), replicas: 1 } });
+    // Its Pods ready on v2 (no kubelet here: the status as the Deployment controller would write it).
+    const readyOn = (generation: number) =>
+      k.kubectl(
+        '-n',
+        kept,
+        'patch',
+        'deployment',
+        'shared-canary',
+        '--subresource=status',
+        '--type=merge',
+        '-p',
+        JSON.stringify({
+          status: { observedGeneration: generation, replicas: 1, updatedReplicas: 1, readyReplicas: 1 },
+        }),
+      );
+    readyOn(1);
+    const live = () => liveCanaryOf(k.get('deployment', kept, 'shared-canary')!);
+    expect(live()).toEqual({ revision: revisionName(v(2)), replicas: 1, readyReplicas: 1 });
+    // v2 promoted, its canary ready: v3 comes into the same objects.
     k.apply(machineModel(kept, 'shared', { ...v(3), rollout }));
     await eventually('v3 read', async () =>
       (await kube.getModel(kept, 'shared'))?.spec.image === v(3).image ? true : undefined,
     );
-    await acts.applyCanary({ ref, revision: v(3), replicas: 1 });
-    expect(await canaryWeightOf(kube, ref)).toBe(0);
-  });
-});
-
-describe('a rollout overtaken by a newer revision', () => {
-  it("withdraws only its own revision's canary: its late cleanup leaves the newer canary and its share alone (bug: it deleted them)", async () => {
-    const racing = k.createNamespace('caddy-overtaken');
-    const kc = new KubeConfig();
-    kc.loadFromFile(operatorKubeconfig(stack));
-    const kube = new KubeClient(kc);
-    const acts = createActivities({ kube, build: defaultBuildOptions });
-    const rollout = { strategy: 'Canary' as const, steps: [{ weight: 30 }] };
-    const v = (n: number) => ({ image: `registry.example/m:${n}`, modelPath: '/m' });
-    k.apply(machineModel(racing, 'raced', { ...v(3), rollout }));
-    const mm = await eventually<any>('created', () => k.get('machinemodel', racing, 'raced'));
-    const ref = { namespace: racing, name: 'raced', uid: mm.metadata.uid as string };
-    // The rollout of v3 has applied its canary and set its step's share...
-    await acts.applyCanary({ ref, revision: v(3), replicas: 1 });
-    await acts.setCanaryWeight({ ref, weight: 30, revision: v(3) });
-    // ...when the cancelled rollout of v2 finishes its cleanup.
-    expect(await acts.setCanaryWeight({ ref, weight: 0, revision: v(2) })).toEqual({ changed: false });
-    expect(await acts.removeCanary({ ref, revision: v(2) })).toEqual({ removed: false });
-    expect(await canaryWeightOf(kube, ref)).toBe(30);
-    expect(k.get('deployment', racing, 'raced-canary')).toBeDefined();
-    expect(k.get('service', racing, 'raced-canary')).toBeDefined();
-    // Its own revision's cleanup still withdraws it.
-    await acts.setCanaryWeight({ ref, weight: 0, revision: v(3) });
-    expect(await canaryWeightOf(kube, ref)).toBe(0);
-    expect(await acts.removeCanary({ ref, revision: v(3) })).toEqual({ removed: true });
-    expect(k.get('deployment', racing, 'raced-canary')).toBeUndefined();
+    await acts.syncCanary({ ref, canary: { revision: v(3), replicas: 1 } });
+    // v2's Pod still ready, none of v3's yet: no share can follow from it.
+    expect(live()).toEqual({ revision: revisionName(v(3)), replicas: 1, readyReplicas: 0 });
+    expect(await acts.canaryHealth({ ref, revision: v(3), replicas: 1 })).toMatchObject({ readyReplicas: 0 });
+    expect(await acts.syncCanary({ ref })).toEqual({
+      changes: ['canary Service removed', 'canary Deployment removed'],
+    });
+    expect(k.get('deployment', kept, 'shared-canary')).toBeUndefined();
   });
 });
 

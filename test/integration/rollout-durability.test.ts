@@ -63,17 +63,14 @@ it('finishes a rollout whose operator was killed in the middle of a pause, at th
 
   const client = await temporalClient(stack);
   try {
-    const { handle, events, weightsSet, weightSetAt } = await rolloutHistory(client, workflowId);
-    // The canary got its share once: the rollout did not start over on the other replica.
-    // The canary got its share once (and gave it back at its promotion).
+    const { handle, events, weightsSet, weightSetAt, firedTimerSeconds } = await rolloutHistory(client, workflowId);
+    // The canary got its share once (and gave it back at its promotion): the rollout did not start
+    // over on the other replica.
     expect(weightsSet().filter((w) => w > 0)).toHaveLength(1);
     expect(weightsSet().at(-1)).toBe(0);
     // The pause is timers of at most the health-check interval; after the weight was set they add
     // up to the pause exactly once (a pause begun again after the kill would add up to more).
-    const pauseTimers = events
-      .slice(weightSetAt)
-      .flatMap((e) => (e.timerStartedEventAttributes ? [e.timerStartedEventAttributes.startToFireTimeout] : []))
-      .map((d) => Number(String(d?.seconds ?? 0)) + (d?.nanos ?? 0) / 1e9);
+    const pauseTimers = firedTimerSeconds(weightSetAt);
     expect(pauseTimers.reduce((a, b) => a + b, 0)).toBeCloseTo(pauseSeconds, 0);
     // One run of the rollout's workflow, completed.
     expect((await handle.describe()).status.name).toBe('COMPLETED');
