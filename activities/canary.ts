@@ -133,8 +133,9 @@ export function syncCanaryActivity(deps: ActivityDeps) {
 }
 
 /**
- * The rollout's look at its canary: read only. A canary not yet of the rollout's revision and size
- * (the model's round has not applied what the rollout asked) has no ready replicas.
+ * The rollout's look at its canary: read only. A canary of another revision (the model's round has
+ * not relabelled it yet) has no ready replica for this rollout; one not yet at the asked size counts
+ * the ready replicas it has, which carry the share it has while it grows.
  */
 export function canaryHealthActivity({ kube }: ActivityDeps) {
   return async function canaryHealth(input: {
@@ -146,16 +147,11 @@ export function canaryHealthActivity({ kube }: ActivityDeps) {
     try {
       const deployment = await readOurs<V1Deployment>(kube, ref, 'apps/v1', 'Deployment');
       const live = deployment && liveCanaryOf(deployment);
-      if (!live || live.revision !== revisionName(revision) || live.replicas !== replicas) {
-        return { readyReplicas: 0, desiredReplicas: replicas };
-      }
-      if (live.readyReplicas >= replicas) return { readyReplicas: replicas, desiredReplicas: replicas };
+      if (!live || live.revision !== revisionName(revision)) return { readyReplicas: 0, desiredReplicas: replicas };
+      const readyReplicas = Math.min(live.readyReplicas, replicas);
+      if (readyReplicas >= replicas) return { readyReplicas, desiredReplicas: replicas };
       const trouble = containerTroubles(await kube.listPods(ref.namespace, canaryName(ref.name)));
-      return {
-        readyReplicas: Math.min(live.readyReplicas, replicas - 1),
-        desiredReplicas: replicas,
-        ...(trouble ? { trouble } : {}),
-      };
+      return { readyReplicas, desiredReplicas: replicas, ...(trouble ? { trouble } : {}) };
     } catch (err) {
       throw kubeFailure(err, `reading the canary of MachineModel ${ref.namespace}/${ref.name}`);
     }

@@ -5,6 +5,7 @@
 // model's round, the only writer of the canary and the route, answers with the share it set; the
 // rollout reads the canary's health and the gateway's counters itself. People's promote, abort, pause
 // and resume are updates that answer at once with the rollout's view. docs/rollouts.md tells the design.
+import { ApplicationFailure } from '@temporalio/common';
 import {
   allHandlersFinished,
   condition,
@@ -46,7 +47,7 @@ import {
   type RolloutView,
 } from './rollout-definitions.js';
 import type { ReconcileSinks } from './definitions.js';
-import { rolloutStep } from './steps.js';
+import { step } from './steps.js';
 
 const { metrics } = proxySinks<ReconcileSinks>();
 
@@ -56,6 +57,10 @@ const { metrics } = proxySinks<ReconcileSinks>();
  * (docs/workflow-versioning.md).
  */
 const maxRunSeconds = 6 * 3600;
+
+function fail(message: string): never {
+  throw ApplicationFailure.nonRetryable(message);
+}
 
 export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<RolloutResult> {
   const { ref, revision } = input;
@@ -72,7 +77,10 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
   const runSeconds = () => (Date.now() - startedAt) / 1000;
   // The model's workflow that started this rollout (kept across continue-as-new by the server, not
   // taken from the input: a forged input cannot make it report to another model's workflow).
-  const parentWorkflowId = workflowInfo().parent?.workflowId;
+  const parentWorkflowId: string =
+    workflowInfo().parent?.workflowId ??
+    // Nobody would carry out its asks: a rollout started by hand (or forged) ends at once.
+    fail(`a rollout runs only as its model's workflow's child (${label})`);
   /** What this rollout last asked of the model's round, and the round's last answer. */
   let want: CanaryWant | undefined = input.resumed?.want;
   let answered: { seq: number; weight: number } | undefined;
@@ -132,7 +140,7 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
   async function report(result?: RolloutResult, again = false) {
     const v = view();
     const now = `${v.step}/${v.weight}/${v.phase}/${v.message ?? ''}/${want?.seq ?? 0}`;
-    if (!parentWorkflowId || (now === reported && !result && !again)) return;
+    if (now === reported && !result && !again) return;
     reported = now;
     await getExternalWorkflowHandle(parentWorkflowId).signal(rolloutReportSignal, {
       view: v,
@@ -166,7 +174,7 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
         if (want?.replicas !== command.replicas || want.step !== state.step)
           await ask({ replicas: command.replicas, weight: state.weight });
         const [health, traffic] = await Promise.all([
-          rolloutStep('canaryHealth', `look at the canary of ${label}: ${command.replicas} × ${revision.image}`, {
+          step('canaryHealth', `look at the canary of ${label}: ${command.replicas} × ${revision.image}`, {
             ref,
             revision,
             replicas: command.replicas,
@@ -204,7 +212,7 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
     }
   }
   const readTraffic = (): Promise<TrafficSample | undefined> =>
-    rolloutStep('canaryTraffic', "read the canary's requests on the gateway", { ref });
+    step('canaryTraffic', "read the canary's requests on the gateway", { ref });
 
   const runAgeSeconds = () => (Date.now() - workflowInfo().runStartTime.getTime()) / 1000;
   /** At a step's start (each step its own run) or before a hold, once the run is old or long. */

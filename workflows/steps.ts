@@ -62,19 +62,6 @@ export function step<K extends keyof Activities>(
   return stepWith(kubeStepOptions, name, summary, ...args);
 }
 
-/**
- * A rollout's step. A cancelled rollout's cleanup comes after the step in flight has finished (the
- * activity runs to its end; its retries stop), so a late applyCanary or weight cannot land after it.
- */
-export function rolloutStep<K extends keyof Activities>(
-  name: K,
-  summary: string,
-  ...args: Parameters<Activities[K]>
-): ReturnType<Activities[K]> {
-  const options = { ...kubeStepOptions, cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED };
-  return stepWith(options, name, summary, ...args);
-}
-
 function stepWith<K extends keyof Activities>(
   options: ActivityOptions,
   name: K,

@@ -15,7 +15,6 @@ export const fieldManager = 'machinemodel-operator';
 export const canaryOfLabel = `${group}/canary-of`;
 export const revisionLabel = `${group}/revision`;
 /** On a canary's Service: the percent of the model's requests the gateway sends it (docs/rollouts.md). */
-export const canaryWeightAnnotation = `${group}/canary-weight`;
 
 export const labels = {
   name: 'app.kubernetes.io/name',

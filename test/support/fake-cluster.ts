@@ -249,10 +249,9 @@ export class FakeCluster {
       canaryHealth: async ({ revision, replicas }) => {
         this.count('canaryHealth');
         const live = this.liveCanary();
-        if (!live || live.revision !== revisionName(revision) || live.replicas !== replicas)
-          return { readyReplicas: 0, desiredReplicas: replicas };
+        if (!live || live.revision !== revisionName(revision)) return { readyReplicas: 0, desiredReplicas: replicas };
         return {
-          readyReplicas: live.readyReplicas,
+          readyReplicas: Math.min(live.readyReplicas, replicas),
           desiredReplicas: replicas,
           ...(this.canary.trouble ? { trouble: this.canary.trouble } : {}),
         };

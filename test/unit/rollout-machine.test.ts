@@ -36,6 +36,8 @@ type Tick =
   | { kind: 'slow-gateway'; seconds: number }
   /** A model round for another reason (a watch event, the drift check). */
   | { kind: 'round' }
+  /** The model's round that answers the rollout's next ask for a size comes late: after its look. */
+  | { kind: 'late-round' }
   | { kind: 'newer-revision' };
 
 const revisions: Revision[] = [
@@ -57,6 +59,8 @@ interface World {
   errors: number;
   /** The next gateway step takes this long (its retries). */
   gatewayDelay: number;
+  /** The round that answers the next ask for a size runs after the rollout's look. */
+  roundLate: boolean;
 }
 
 interface Rollout {
@@ -136,14 +140,17 @@ function perform(w: World, r: Rollout, rollouts: Rollout[]): MachineEvent | unde
       r.holdEndsAt = undefined;
       return { kind: 'woke', at: w.clock };
     case 'look': {
+      let late = false;
       if (r.want?.replicas !== c.replicas || r.want.step !== r.state.step) {
         ask(r, { replicas: c.replicas, weight: r.state.weight });
-        modelRound(w, rollouts);
+        late = w.roundLate;
+        w.roundLate = false;
+        if (!late) modelRound(w, rollouts);
       }
-      // canaryHealth: read only; a canary not yet of this revision and size has none ready.
+      // canaryHealth: read only; a canary of another revision has none ready, one still growing those it has.
       const live = liveCanary(w);
-      const current = live && live.revision === revisionName(r.revision) && live.replicas === c.replicas;
-      const ready = current ? live.readyReplicas : 0;
+      const current = live && live.revision === revisionName(r.revision);
+      const ready = current ? Math.min(live.readyReplicas, c.replicas) : 0;
       const health = {
         readyReplicas: ready,
         desiredReplicas: c.replicas,
@@ -170,6 +177,8 @@ function perform(w: World, r: Rollout, rollouts: Rollout[]): MachineEvent | unde
         troubled: w.crashing && !!current,
       });
       w.clock += 1000;
+      // The round that answers the ask, after the look.
+      if (late) modelRound(w, rollouts);
       return {
         kind: 'looked',
         at: w.clock,
@@ -268,6 +277,7 @@ function play(plan: RolloutSpec, ticks: Tick[]): Run {
     requests: 0,
     errors: 0,
     gatewayDelay: 0,
+    roundLate: false,
   };
   const rollouts = [newRollout(plan, revisions[0]!, 0)];
   const live = () => rollouts.at(-1);
@@ -293,6 +303,9 @@ function play(plan: RolloutSpec, ticks: Tick[]): Run {
         break;
       case 'round':
         modelRound(w, rollouts);
+        break;
+      case 'late-round':
+        w.roundLate = true;
         break;
       case 'errors':
         w.bad = t.bad;
@@ -395,6 +408,7 @@ const tickArb: fc.Arbitrary<Tick> = fc.oneof(
   },
   { weight: 1, arbitrary: fc.constant<Tick>({ kind: 'newer-revision' }) },
   { weight: 1, arbitrary: fc.constant<Tick>({ kind: 'round' }) },
+  { weight: 1, arbitrary: fc.constant<Tick>({ kind: 'late-round' }) },
 );
 
 const runs = Number(process.env.ROLLOUT_PROPERTY_RUNS ?? 10_000);
@@ -424,16 +438,19 @@ describe('the rollout state machine under generated interleavings', () => {
     );
   });
 
-  it('promotes a healthy canary through every step with no faults', () => {
+  it("promotes a healthy canary through every step with no faults, however late the model's rounds answer", () => {
+    const healthyTicks = fc.array(fc.constantFrom<Tick>({ kind: 'run', who: 0 }, { kind: 'late-round' }), {
+      minLength: 400,
+      maxLength: 400,
+    });
     fc.assert(
-      fc.property(planArb, (generated) => {
+      fc.property(planArb, healthyTicks, (generated, ticks) => {
         // Enough requests to judge in every step: no person is needed.
         const plan = { ...generated, analysis: { maxErrorRatePercent: 5, minRequests: 0 } };
-        const run = play(
-          plan,
-          Array.from({ length: 400 }, () => ({ kind: 'run', who: 0 }) as Tick),
-        );
+        const run = play(plan, ticks);
         expect(run.rollouts[0]!.state.notes.some((n) => n.startsWith('resumed by'))).toBe(false);
+        // It never lost its share on the way.
+        expect(run.rollouts[0]!.state.notes.filter((n) => n.includes('share back'))).toEqual([]);
         expect(run.rollouts[0]!.ending?.outcome).toBe('Promoted');
         checkEnd(run);
       }),
@@ -461,6 +478,14 @@ describe('counterexamples the property test found, kept', () => {
 
   it('a newer revision while the canary has its share: it starts at none (with the share inherited, bug 2)', () => {
     checkEnd(play(oneStep(), [...run(2), { kind: 'newer-revision' }, { kind: 'run', who: 1 }]));
+  });
+
+  it("a step's canary grows after the rollout's look (the round came late): the share it has stays (it went back, and the step started over)", () => {
+    const plan: RolloutSpec = { ...oneStep(), steps: [{ weight: 1 }, { weight: 26 }] };
+    const r = play(plan, [...run(3), { kind: 'late-round' }, ...run(60)]);
+    expect(r.rollouts[0]!.ending?.outcome).toBe('Promoted');
+    expect(r.rollouts[0]!.state.notes.filter((n) => n.includes('share back'))).toEqual([]);
+    checkEnd(r);
   });
 
   it('the canary turns unready between its look and its share: the round gives none, and the step waits again', () => {

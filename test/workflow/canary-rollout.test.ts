@@ -385,6 +385,29 @@ describe('canaryRolloutWorkflow', () => {
     });
   });
 
+  it('ends at once when started by anything but a model workflow: nobody would carry out its asks', async () => {
+    const cluster = new FakeCluster();
+    await wf.withWorker(cluster, async (taskQueue) => {
+      const handle = await wf.env.client.workflow.start('canaryRolloutWorkflow', {
+        taskQueue,
+        workflowId: `rollout-${randomUUID()}`,
+        args: [
+          {
+            ref: { namespace: 'default', name: 'm', uid: 'uid-1' },
+            revision: { image: 'evil.example/miner:1', modelPath: '/m' },
+            stable: { image: 'reg/m:v1', modelPath: '/models/v1' },
+            plan,
+            stableReplicas: 4,
+          },
+        ],
+      });
+      const failed = await handle.result().catch((err: unknown) => err);
+      expect(failed).toBeInstanceOf(WorkflowFailedError);
+      expect((failed as WorkflowFailedError).cause?.message).toContain("runs only as its model's workflow's child");
+      expect(cluster.calls.canaryHealth ?? 0).toBe(0);
+    });
+  });
+
   it('refuses commands once the rollout has ended', async () => {
     const cluster = new FakeCluster();
     await wf.withWorker(cluster, async (tq) => {
