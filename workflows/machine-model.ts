@@ -67,7 +67,6 @@ import { failureOf, localFirst as kubeStep } from './steps.js';
 const invalidSpec: FailureType = 'InvalidSpec';
 const runAgeBound: PatchId = 'run-age-bound';
 const readAndApplyPatch: PatchId = 'read-and-apply';
-const reportWithApplyPatch: PatchId = 'report-with-apply';
 /** A run's longest life: half the day docs/workflow-versioning.md asks between releases. */
 const maxRunSeconds = 12 * 3600;
 
@@ -238,24 +237,23 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
    */
   function readAndApply(): Promise<ReadAndApplyResult> {
     const promoted = rollouts.promoted();
-    const report: ReportContext | undefined =
-      !state.rollout && patched(reportWithApplyPatch)
-        ? {
-            followed: {
-              uid: state.uid,
-              lastGeneration: state.lastGeneration,
-              progressStartedAt: state.progressStartedAt,
-              notReadyChecks: state.notReadyChecks,
-            },
-            ...(state.phase ? { phase: state.phase } : {}),
-            now: Date.now(),
-            config: {
-              progressDeadlineSeconds: cfg.progressDeadlineSeconds,
-              driftCheckSeconds: cfg.driftCheckSeconds,
-              readinessRecheckSeconds: cfg.readinessRecheckSeconds,
-            },
-          }
-        : undefined;
+    const report: ReportContext | undefined = !state.rollout
+      ? {
+          followed: {
+            uid: state.uid,
+            lastGeneration: state.lastGeneration,
+            progressStartedAt: state.progressStartedAt,
+            notReadyChecks: state.notReadyChecks,
+          },
+          ...(state.phase ? { phase: state.phase } : {}),
+          now: Date.now(),
+          config: {
+            progressDeadlineSeconds: cfg.progressDeadlineSeconds,
+            driftCheckSeconds: cfg.driftCheckSeconds,
+            readinessRecheckSeconds: cfg.readinessRecheckSeconds,
+          },
+        }
+      : undefined;
     const summary = report
       ? `read MachineModel ${label}; apply its children and write its status if that is all it needs`
       : `read MachineModel ${label}; apply its children if that is all it needs`;

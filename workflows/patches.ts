@@ -38,14 +38,8 @@ export const patches = {
   },
   'read-and-apply': {
     workflow: 'machineModelWorkflow',
-    guards: 'a round reads the object and applies its children in one step (readAndApply) when it can only be an apply',
-    addedIn: '0.2.0',
-    stage: 'patched',
-  },
-  'report-with-apply': {
-    workflow: 'machineModelWorkflow',
     guards:
-      'readAndApply writes the status too when nothing lies between the apply and the status (no route to publish, no rollout)',
+      'a round reads the object and applies its children in one step (readAndApply) when it can only be an apply, and writes the status too when nothing lies between (no route to publish, no rollout)',
     addedIn: '0.2.0',
     stage: 'patched',
   },

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { MockActivityEnvironment } from '@temporalio/testing';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { KubeConfig } from '@kubernetes/client-node';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -242,7 +243,7 @@ describe('publication on a real Caddy through its admin API', () => {
 });
 
 describe("the canary's one writer, the model's round", () => {
-  it("applies no canary for a model being deleted, and refuses a revision that is not the spec's (bug 4: a deleted model's route came back)", async () => {
+  it("applies no canary for a model being deleted, nor of a revision that is not the spec's (bug 4: a deleted model's route came back)", async () => {
     // The activity itself, in a namespace no operator watches, on a model held by its finalizer.
     const held = k.createNamespace('caddy-held');
     const acts = activitiesOnCaddy();
@@ -250,18 +251,21 @@ describe("the canary's one writer, the model's round", () => {
     k.apply(machineModel(held, 'going', { rollout }, { finalizers: ['stable.example.com/cleanup'] }));
     const mm = await eventually<any>('created', () => k.get('machinemodel', held, 'going'));
     const ref = { namespace: held, name: 'going', uid: mm.metadata.uid as string };
+    const activity = new MockActivityEnvironment();
     const forged = { revision: { image: 'evil.example/miner:1', modelPath: '/m' }, replicas: 1 };
-    await expect(acts.syncCanary({ ref, canary: forged })).rejects.toThrow(/not the spec's/);
+    await expect(activity.run(acts.syncCanary, { ref, canary: forged })).rejects.toThrow(/not the spec's/);
     k.kubectl('-n', held, 'delete', 'mm', 'going', '--wait=false');
     await eventually('deletion under way', () => k.get('machinemodel', held, 'going')?.metadata?.deletionTimestamp);
     const revision = { image: mm.spec.image as string, modelPath: mm.spec.modelPath as string };
-    await expect(acts.syncCanary({ ref, canary: { revision, replicas: 1 } })).rejects.toThrow(/gone or deleting/);
+    await expect(activity.run(acts.syncCanary, { ref, canary: { revision, replicas: 1 } })).rejects.toThrow(
+      /gone or deleting/,
+    );
     expect(k.get('deployment', held, 'going-canary')).toBeUndefined();
     expect((await caddy.routes()).some((r) => r['@id'] === routeId(ref))).toBe(false);
     k.kubectl('-n', held, 'patch', 'mm', 'going', '--type=merge', '-p', '{"metadata":{"finalizers":null}}');
   });
 
-  it("relabels the canary for a new revision, which counts no ready replica until its own Pods run, and removes it (bug 2: it inherited the last one's share)", async () => {
+  it('relabels the one canary for a new revision, which the rollout sees ready only on its own Pods, and removes it', async () => {
     const kept = k.createNamespace('caddy-share');
     const kc = new KubeConfig();
     kc.loadFromFile(operatorKubeconfig(stack));
@@ -272,34 +276,24 @@ describe("the canary's one writer, the model's round", () => {
     k.apply(machineModel(kept, 'shared', { ...v(2), rollout }));
     const mm = await eventually<any>('created', () => k.get('machinemodel', kept, 'shared'));
     const ref = { namespace: kept, name: 'shared', uid: mm.metadata.uid as string };
-    await acts.syncCanary({ ref, canary: { revision: v(2), replicas: 1 } });
-    // Its Pods ready on v2 (no kubelet here: the status as the Deployment controller would write it).
-    const readyOn = (generation: number) =>
-      k.kubectl(
-        '-n',
-        kept,
-        'patch',
-        'deployment',
-        'shared-canary',
-        '--subresource=status',
-        '--type=merge',
-        '-p',
-        JSON.stringify({
-          status: { observedGeneration: generation, replicas: 1, updatedReplicas: 1, readyReplicas: 1 },
-        }),
-      );
-    readyOn(1);
     const live = () => liveCanaryOf(k.get('deployment', kept, 'shared-canary')!);
-    expect(live()).toEqual({ revision: revisionName(v(2)), replicas: 1, readyReplicas: 1 });
-    // v2 promoted, its canary ready: v3 comes into the same objects.
+    await acts.syncCanary({ ref, canary: { revision: v(2), replicas: 1 } });
+    await eventually('v2 ready', () => (live().readyReplicas === 1 ? true : undefined), 60_000);
     k.apply(machineModel(kept, 'shared', { ...v(3), rollout }));
     await eventually('v3 read', async () =>
       (await kube.getModel(kept, 'shared'))?.spec.image === v(3).image ? true : undefined,
     );
     await acts.syncCanary({ ref, canary: { revision: v(3), replicas: 1 } });
-    // v2's Pod still ready, none of v3's yet: no share can follow from it.
-    expect(live()).toEqual({ revision: revisionName(v(3)), replicas: 1, readyReplicas: 0 });
-    expect(await acts.canaryHealth({ ref, revision: v(3), replicas: 1 })).toMatchObject({ readyReplicas: 0 });
+    expect(live().revision).toBe(revisionName(v(3)));
+    // v2's rollout sees none of it; v3's sees it once its own Pod is ready.
+    expect(await acts.canaryHealth({ ref, revision: v(2), replicas: 1 })).toMatchObject({ readyReplicas: 0 });
+    await eventually(
+      'v3 ready on its own Pod',
+      async () =>
+        (await acts.canaryHealth({ ref, revision: v(3), replicas: 1 })).readyReplicas === 1 ? true : undefined,
+      60_000,
+    );
+    expect(k.get('deployment', kept, 'shared-canary')?.spec.template.spec.containers[0].image).toBe(v(3).image);
     expect(await acts.syncCanary({ ref })).toEqual({
       changes: ['canary Service removed', 'canary Deployment removed'],
     });

@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { buildCanaryDeployment, buildCanaryService } from '../../src/core/canary-state.js';
+import {
+  buildCanaryDeployment,
+  buildCanaryService,
+  canaryShare,
+  canaryUpkeep,
+  liveCanaryOf,
+} from '../../src/core/canary-state.js';
 import { buildDeployment, buildService, defaultBuildOptions } from '../../src/core/desired-state.js';
 import { revisionName } from '../../src/core/rollout.js';
 
@@ -45,5 +51,71 @@ describe("a canary's children", () => {
     expect(service.metadata.name).toBe('classifier-canary');
     expect(selects(service.spec.selector)).toBe(true);
     expect(service.spec.ports).toEqual(buildService(ref, spec).spec.ports);
+  });
+});
+
+describe("the model round's canary decisions", () => {
+  const plan = { strategy: 'Canary' as const, steps: [{ weight: 10 }, { weight: 50 }] };
+  const rollout = (want?: { step: number; replicas: number; weight: number }) => ({
+    revision: next,
+    plan,
+    stableReplicas: 4,
+    ...(want ? { want: { ...want, seq: 1 } } : {}),
+  });
+  const live = (readyReplicas: number, replicas = 2, revision = revisionName(next)) => ({
+    revision,
+    replicas,
+    readyReplicas,
+  });
+
+  it('gives the asked share only to a canary of its revision whose ready replicas carry it, never above the step', () => {
+    expect(canaryShare(rollout({ step: 1, replicas: 2, weight: 50 }), live(2))).toBe(50);
+    // 50 % of 4 stable replicas needs 2 ready.
+    expect(canaryShare(rollout({ step: 1, replicas: 2, weight: 50 }), live(1))).toBe(0);
+    // An ask above its step's weight is cut to it.
+    expect(canaryShare(rollout({ step: 0, replicas: 1, weight: 50 }), live(2))).toBe(10);
+    // The last revision's canary, not yet relabelled: none.
+    expect(canaryShare(rollout({ step: 1, replicas: 2, weight: 50 }), live(2, 2, 'other'))).toBe(0);
+    expect(canaryShare(rollout(), live(2))).toBe(0);
+    expect(canaryShare(undefined, live(2))).toBe(0);
+  });
+
+  it('applies the asked canary, keeps a promoted one until the stable revision runs, removes it otherwise', () => {
+    expect(canaryUpkeep(rollout({ step: 0, replicas: 1, weight: 0 }), undefined, false)).toEqual({
+      do: 'apply',
+      replicas: 1,
+    });
+    expect(canaryUpkeep(rollout({ step: 1, replicas: 2, weight: 0 }), live(1, 1), false)).toEqual({
+      do: 'apply',
+      replicas: 2,
+    });
+    expect(canaryUpkeep(rollout({ step: 1, replicas: 2, weight: 0 }), live(2), false)).toEqual({ do: 'keep' });
+    expect(canaryUpkeep(rollout(), live(2, 2, 'other'), false)).toEqual({ do: 'keep' });
+    expect(canaryUpkeep(undefined, live(2), true)).toEqual({ do: 'keep' });
+    expect(canaryUpkeep(undefined, live(2), false)).toEqual({ do: 'remove' });
+    expect(canaryUpkeep(undefined, undefined, false)).toEqual({ do: 'keep' });
+  });
+
+  it("counts no ready replica of a canary whose Pods do not all run its template yet (bug 2: a new revision took the last one's share)", () => {
+    const relabelled = (status: object, generation = 2) => ({
+      metadata: { generation, labels: { 'stable.example.com/revision': revisionName(next) } },
+      spec: { replicas: 1 },
+      status,
+    });
+    // The last revision's Pod still ready, the new one's not yet: none of this revision's is.
+    expect(
+      liveCanaryOf(relabelled({ observedGeneration: 2, replicas: 2, updatedReplicas: 1, readyReplicas: 1 })),
+    ).toEqual({ revision: revisionName(next), replicas: 1, readyReplicas: 0 });
+    // The controller has not seen the relabel yet.
+    expect(
+      liveCanaryOf(relabelled({ observedGeneration: 1, replicas: 1, updatedReplicas: 1, readyReplicas: 1 })),
+    ).toMatchObject({
+      readyReplicas: 0,
+    });
+    expect(
+      liveCanaryOf(relabelled({ observedGeneration: 2, replicas: 1, updatedReplicas: 1, readyReplicas: 1 })),
+    ).toMatchObject({
+      readyReplicas: 1,
+    });
   });
 });

@@ -64,10 +64,7 @@ describe('machineModelWorkflow', () => {
       const { events } = await handle.fetchHistory();
       // A model without a rollout takes the guarded paths of the round's first step (canary-rollouts is
       // evaluated only for a rollout): one marker each for the run.
-      expect(patchMarkersOf({ events: (events ?? []) as RecordedHistory['events'] })).toEqual([
-        'read-and-apply',
-        'report-with-apply',
-      ]);
+      expect(patchMarkersOf({ events: (events ?? []) as RecordedHistory['events'] })).toEqual(['read-and-apply']);
       expect((events ?? []).filter((e) => e.workflowPropertiesModifiedEventAttributes)).toEqual([]);
       expect((await handle.describe()).memo).toEqual({ uid: 'uid-1' });
       await handle.terminate();
@@ -239,7 +236,6 @@ describe('machineModelWorkflow', () => {
       const { events } = await first.fetchHistory();
       expect(patchMarkersOf({ events: (events ?? []) as RecordedHistory['events'] })).toEqual([
         'read-and-apply',
-        'report-with-apply',
         'run-age-bound',
       ]);
       await latest.terminate();
