@@ -54,7 +54,7 @@ function writeOverlay(): void {
       kind: 'Kustomization',
       resources: [path.relative(overlay, repo('deploy/installs/all-in-one'))],
       images: [
-        image('machinemodel-operator:0.1.0', operatorImage.ref),
+        image('machinemodel-operator:0.2.0', operatorImage.ref),
         image('temporalio/temporal:1.9.1', temporalImage.ref),
         image('caddy:2.11.7', caddyImage.ref),
       ],

@@ -13,12 +13,13 @@ export interface Release {
   commit: string;
 }
 
-/** The newest release CHANGELOG.md names, with the commit it was cut from. */
-export function latestRelease(): Release {
+/** The releases CHANGELOG.md names with the commit each was cut from, oldest first. */
+export function releases(): Release[] {
   const changelog = readFileSync(path.join(root, 'CHANGELOG.md'), 'utf8');
-  const found = /^## \[(\d+\.\d+\.\d+)\][^\n]*\n+Commit `([0-9a-f]{7,40})`/m.exec(changelog);
-  if (!found) throw new Error('CHANGELOG.md names no release with its commit ("## [x.y.z] …" then "Commit `<sha>`")');
-  return { version: found[1]!, commit: found[2]! };
+  const found = [...changelog.matchAll(/^## \[(\d+\.\d+\.\d+)\][^\n]*\n+Commit `([0-9a-f]{7,40})`/gm)];
+  if (found.length === 0)
+    throw new Error('CHANGELOG.md names no release with its commit ("## [x.y.z] …" then "Commit `<sha>`")');
+  return found.map((m) => ({ version: m[1]!, commit: m[2]! })).reverse();
 }
 
 function run(cmd: string, args: string[], cwd: string): void {

@@ -95,8 +95,8 @@ const nodeRuntimeBase: BaseImage = {
 
 export const operatorImage: DockerfileImage = {
   kind: 'dockerfile',
-  ref: 'localhost/machinemodel/machinemodel-operator:0.1.0',
-  aliases: ['machinemodel-operator:0.1.0'],
+  ref: 'localhost/machinemodel/machinemodel-operator:0.2.0',
+  aliases: ['machinemodel-operator:0.2.0'],
   dockerfile: 'deploy/Dockerfile',
   buildArgs: { BUILD_BASE: nodeBuildBase.ref, RUNTIME_BASE: nodeRuntimeBase.ref },
   bases: [nodeBuildBase, nodeRuntimeBase],
