@@ -24,21 +24,22 @@ import { fail, kubeFailure } from './failure.js';
 type Owned = Parameters<typeof ownershipOf>[0];
 
 /**
- * Refuses (logged, never applied) a request the live MachineModel does not back. Retryable: a round
- * that read the spec before a newer revision came asks for the old one until it reads again.
+ * Why the live MachineModel does not back a request (logged, never applied), if it does not. Not
+ * retried: a round that read the spec before a newer revision came would ask for the old one for
+ * ever; the change that made it stale woke the next round.
  */
-function refuseDisagreement(
+function disagreement(
   ref: ModelRef,
   spec: MachineModelSpec,
   request: Parameters<typeof canaryRequestRefusal>[1],
-) {
+): string | undefined {
   const refusal = canaryRequestRefusal(spec, request);
-  if (!refusal) return;
+  if (!refusal) return undefined;
   log.warn('refused a canary request the MachineModel does not back', {
     model: `${ref.namespace}/${ref.name}`,
     refusal,
   });
-  throw fail('Transient', `refused for MachineModel ${ref.namespace}/${ref.name}: ${refusal}`);
+  return `refused for MachineModel ${ref.namespace}/${ref.name}: ${refusal}`;
 }
 
 /** `asked`, cut to the live spec's ceiling (canaryCeiling), saying so when it had to. */
@@ -103,18 +104,23 @@ export function syncCanaryActivity(deps: ActivityDeps) {
     ref: ModelRef;
     /** The running rollout's revision and the size it asks; none: the canary goes. */
     canary?: { revision: Revision; replicas: number };
-  }): Promise<{ changes: string[] }> {
+  }): Promise<{ changes: string[]; refused?: string }> {
     const { ref, canary } = input;
     try {
       if (!canary) return { changes: await remove(ref) };
       const model = await kube.getModel(ref.namespace, ref.name);
       if (!model || model.metadata.uid !== ref.uid || model.metadata.deletionTimestamp) {
-        // The round that reads it gone or deleting asks for no canary.
-        throw fail('Transient', `MachineModel ${ref.namespace}/${ref.name} (uid ${ref.uid}) is gone or deleting`);
+        // Its next round cleans up instead; a canary would only go again with the model.
+        return {
+          changes: [],
+          refused: `MachineModel ${ref.namespace}/${ref.name} (uid ${ref.uid}) is gone or deleting`,
+        };
       }
-      refuseDisagreement(ref, model.spec, { revision: canary.revision });
+      const refused = disagreement(ref, model.spec, { revision: canary.revision });
+      if (refused) return { changes: [], refused };
       const revision = revisionOf(model.spec);
-      const replicas = withinCeiling(ref, 'replicas', canary.replicas, canaryCeiling(model.spec).replicas);
+      const asked = Math.max(1, Math.floor(canary.replicas) || 1);
+      const replicas = withinCeiling(ref, 'replicas', asked, canaryCeiling(model.spec).replicas);
       const changes: string[] = [];
       const desired = buildCanaryDeployment(ref, model.spec, revision, replicas, build);
       const deployment = await readOurs<V1Deployment>(kube, ref, 'apps/v1', 'Deployment');

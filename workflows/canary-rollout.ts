@@ -96,7 +96,7 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
     return {
       revision,
       stable: input.stable,
-      phase: ended && ended !== 'Cancelled' ? ended : s.paused ? 'Paused' : 'Progressing',
+      phase: ended ?? (s.paused ? 'Paused' : 'Progressing'),
       step: s.step + 1,
       steps: input.plan.steps.length,
       weight: s.weight,
@@ -127,8 +127,9 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
     return view();
   };
   setHandler(rolloutStateQuery, view);
+  // Only the answer to its own current ask counts: an answer to an older one, or a forged one, does not.
   setHandler(canaryAnsweredSignal, (a) => {
-    if (!answered || a.seq >= answered.seq) answered = a;
+    if (a.seq === want?.seq) answered = a;
   });
   setHandler(promoteUpdate, onCommand('promote'), { validator: refuseWhenFinished });
   setHandler(abortUpdate, onCommand('abort'), { validator: refuseWhenFinished });
@@ -157,10 +158,16 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
     return seq;
   }
 
-  /** The share the model's round set for ask `seq`; asked again each minute it has not answered. */
+  /**
+   * The share the model's round set for ask `seq`; asked again each minute it has not answered (a
+   * round that ended early, on an invalid spec, answers none). A long wait continues as new, where
+   * the same command asks again.
+   */
   async function answerTo(seq: number): Promise<number> {
-    while (!(await condition(() => (answered?.seq ?? 0) >= seq, '1 minute', { summary: "wait for the model's round" })))
+    while (!(await condition(() => answered?.seq === seq, '1 minute', { summary: "wait for the model's round" }))) {
+      if (runAgeSeconds() >= maxRunSeconds || workflowInfo().continueAsNewSuggested) await continueRun();
       await report(undefined, true);
+    }
     return answered!.weight;
   }
 
@@ -189,8 +196,8 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
       }
       case 'set-weight': {
         const set = await answerTo(await ask({ weight: command.weight }));
-        // The round gives no share to a canary it finds unable to carry it.
-        return set === command.weight
+        // The round gives no share to a canary it finds unable to carry it; none is always given.
+        return set === command.weight || command.weight === 0
           ? { kind: 'weight-set', at: Date.now() }
           : { kind: 'weight-refused', at: Date.now() };
       }
@@ -260,7 +267,6 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
     metrics.rolloutEnded('Cancelled', runSeconds());
     throw err;
   }
-  if (ending.outcome === 'Cancelled') throw new Error('a rollout ends Cancelled only by cancellation');
   state = { ...state, stage: { kind: 'ended', ending } };
   details();
   metrics.rolloutEnded(ending.outcome, runSeconds());

@@ -372,8 +372,11 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
       const publishes = decision.verdict.kind === 'ready' || (share.changed && state.routeRegistered);
       const route = publishes ? await gateway.publish(model, share.weight) : undefined;
       if (route) changes.push(...route.changes);
-      if (!route?.retrySoon) state.canaryShare = share.weight;
-      if (withRollout) changes.push(...(await rollouts.keepCanary(model, applied, share.weight)));
+      // With the gateway away the route may still carry the last share: the canary stays as it is.
+      if (!route?.retrySoon) {
+        state.canaryShare = share.weight;
+        if (withRollout) changes.push(...(await rollouts.keepCanary(model, applied, share)));
+      }
       const verdict: Verdict = rollout?.failed
         ? { kind: 'failed', reason: 'RolloutFailed', message: rollout.failed }
         : decision.verdict;

@@ -46,9 +46,10 @@ export function rolloutSteps(state: Pick<CarriedState, 'rollout' | 'canaryShare'
     const r = state.rollout;
     if (!r || !sameRevision(r.revision, report.view.revision)) return;
     r.view = report.view;
-    if (r.running && report.want && report.want.seq >= (r.want?.seq ?? 0)) {
+    if (r.running && report.want) {
+      // The latest ask counts (signals come in order), answered at the end of the next round, even
+      // one answered before: a rollout asks again when it missed the answer.
       r.want = report.want;
-      // Answered at the end of the next round, even an ask answered before (a rollout that asks again).
       r.answered = undefined;
     }
     if (report.result) {
@@ -139,17 +140,25 @@ export function rolloutSteps(state: Pick<CarriedState, 'rollout' | 'canaryShare'
     };
   };
 
-  /** The canary's share of the model's requests this round (canaryShare), and whether the route must change for it. */
-  function share(applied: ApplyResult): { weight: number; changed: boolean } {
-    const weight = canaryShare(running(), applied.liveCanary);
-    return { weight, changed: weight !== (state.canaryShare ?? 0) };
+  /**
+   * The canary's share of the model's requests this round (canaryShare), whether the route must
+   * change for it, and the ask it answers: an ask that comes later in the round is the next round's.
+   */
+  function share(applied: ApplyResult): RoundShare {
+    const rollout = running();
+    const weight = canaryShare(rollout, applied.liveCanary);
+    return {
+      weight,
+      changed: weight !== (state.canaryShare ?? 0),
+      ...(rollout?.want ? { answers: rollout.want } : {}),
+    };
   }
 
   /**
-   * After the route carries this round's share: the canary objects as the running rollout asks, or
-   * removed once no rollout needs them; then the rollout's ask answered with the share set.
+   * Once the route carries this round's share: the canary objects as the running rollout asks, or
+   * removed once no rollout needs them; then the ask the share was decided for answered with it.
    */
-  async function keepCanary(model: ModelSnapshot, applied: ApplyResult, weight: number): Promise<string[]> {
+  async function keepCanary(model: ModelSnapshot, applied: ApplyResult, share: RoundShare): Promise<string[]> {
     const { ref } = model;
     const r = state.rollout;
     const rollout = running();
@@ -159,13 +168,21 @@ export function rolloutSteps(state: Pick<CarriedState, 'rollout' | 'canaryShare'
     if (upkeep.do === 'apply') {
       const canary = { revision: rollout!.revision, replicas: upkeep.replicas };
       const what = `canary: ${upkeep.replicas} × ${canary.revision.image}`;
-      changes.push(...(await kubeStep('syncCanary', what, { ref, canary })).changes);
+      const synced = await kubeStep('syncCanary', what, { ref, canary });
+      changes.push(...synced.changes);
+      // The spec moved on since this round read it: the next round, which it woke, answers.
+      if (synced.refused) return changes;
     } else if (upkeep.do === 'remove' || (!rollout && !awaitingStable && applied.canary)) {
       changes.push(...(await kubeStep('syncCanary', 'remove the canary', { ref })).changes);
     }
-    if (r?.running && r.want && r.answered !== r.want.seq) {
-      await answer(r.workflowId, { seq: r.want.seq, weight });
-      r.answered = r.want.seq;
+    const asked = share.answers;
+    if (r?.running && asked && r.answered !== asked.seq) {
+      if (await answer(r.workflowId, { seq: asked.seq, weight: share.weight })) r.answered = asked.seq;
+      else {
+        // Gone without its result (terminated, or failed): the canary goes at the next round.
+        r.running = false;
+        r.result = { outcome: 'Aborted', message: 'the rollout ended without a result' };
+      }
     }
     return changes;
   }
@@ -178,21 +195,31 @@ export function rolloutSteps(state: Pick<CarriedState, 'rollout' | 'canaryShare'
   return { onReport, promoted, follow, share, keepCanary, forget };
 }
 
-/** Tells the rollout what the round set; a rollout that has ended meanwhile needs no answer. */
-async function answer(workflowId: string, answered: { seq: number; weight: number }): Promise<void> {
+/** Tells the rollout what the round set; false when it is no longer running. */
+async function answer(workflowId: string, answered: { seq: number; weight: number }): Promise<boolean> {
   try {
     await getExternalWorkflowHandle(workflowId).signal(canaryAnsweredSignal, answered);
+    return true;
   } catch (err) {
     // The only failure of a signal to another workflow: it is no longer running.
     if (isCancellation(err)) throw err;
+    return false;
   }
+}
+
+/** The canary's share a round decided, and the ask it answers. */
+export interface RoundShare {
+  weight: number;
+  changed: boolean;
+  answers?: CanaryWant;
 }
 
 function statusOf(r: RolloutState): RolloutStatus {
   const v = r.view;
   return {
     workflowId: r.workflowId,
-    phase: r.result?.outcome ?? v?.phase ?? 'Progressing',
+    // A rollout that is ending says its outcome in its view; the status says it once the result came.
+    phase: r.result?.outcome ?? (v?.phase === 'Paused' ? 'Paused' : 'Progressing'),
     stable: r.stable,
     canary: r.revision,
     ...(v ? { step: v.step, steps: v.steps, weight: v.weight } : {}),

@@ -2,7 +2,6 @@
 // the Web UI, and the failure an activity hands back, in the vocabulary's terms.
 import { RetryState } from '@temporalio/common';
 import {
-  ActivityCancellationType,
   ActivityFailure,
   ApplicationFailure,
   CancelledFailure,

@@ -14,7 +14,6 @@ export const fieldManager = 'machinemodel-operator';
 /** On a canary's Deployment, Service and Pods: the model it is the canary of, and its revision (docs/rollouts.md). */
 export const canaryOfLabel = `${group}/canary-of`;
 export const revisionLabel = `${group}/revision`;
-/** On a canary's Service: the percent of the model's requests the gateway sends it (docs/rollouts.md). */
 
 export const labels = {
   name: 'app.kubernetes.io/name',

@@ -32,9 +32,9 @@ export interface MachineInput {
 }
 
 export type Outcome = 'Promoted' | 'RolledBack' | 'Aborted';
-/** How a run ends: an outcome, or cancelled by the model's workflow (a newer revision, a deletion). */
+/** How a rollout ends (the model's workflow cancelling it, for a newer revision or a deletion, ends the run instead). */
 export interface Ending {
-  outcome: Outcome | 'Cancelled';
+  outcome: Outcome;
   check?: 'Ready' | 'ErrorRate';
   message: string;
 }

@@ -73,6 +73,8 @@ interface Rollout {
   /** The last look's answer, with the step and weight it was taken at. */
   looks: { step: number; ready: number; troubled: boolean }[];
   ending?: Ending;
+  /** Cancelled by the model's workflow (a newer revision): its run ended, writing nothing. */
+  cancelled?: boolean;
   /** What it last asked of the model's round. */
   want?: CanaryWant;
   /** Every step's last look before it was left, for the promotion check. */
@@ -95,7 +97,7 @@ function liveCanary(w: World) {
 function modelRound(w: World, rollouts: Rollout[]): number {
   const r = rollouts.at(-1)!;
   const running: RoundRollout | undefined =
-    r.command.do === 'finish' || r.ending
+    r.command.do === 'finish' || r.ending || r.cancelled
       ? undefined
       : {
           revision: r.revision,
@@ -330,8 +332,8 @@ function play(plan: RolloutSpec, ticks: Tick[]): Run {
         const old = live()!;
         if (rollouts.length > 1 || old.command.do === 'finish') break;
         // The model's round cancels it (it ends at once, writing nothing) and starts the newer one's.
-        old.ending = { outcome: 'Cancelled', message: 'cancelled' };
-        old.command = { do: 'finish', ending: old.ending };
+        old.cancelled = true;
+        old.command = { do: 'finish', ending: { outcome: 'Aborted', message: 'cancelled' } };
         rollouts.push(newRollout(plan, revisions[1]!, w.clock));
         modelRound(w, rollouts);
         break;
@@ -359,7 +361,7 @@ function play(plan: RolloutSpec, ticks: Tick[]): Run {
 /** At the end: exactly the objects the outcome implies. */
 function checkEnd({ rollouts, world }: Run) {
   const last = rollouts.at(-1)!;
-  for (const r of rollouts.slice(0, -1)) expect(r.ending!.outcome).toBe('Cancelled');
+  for (const r of rollouts.slice(0, -1)) expect(r.cancelled).toBe(true);
   // Every ending gives the share back to the stable revision.
   expect(world.weight).toBe(0);
   if (last.ending!.outcome === 'Promoted') {
@@ -431,7 +433,7 @@ describe('the rollout state machine under generated interleavings', () => {
         restarted.splice(where % (plain.length + 1), 0, { kind: 'restart' }, { kind: 'restart' });
         const a = play(plan, plain);
         const b = play(plan, restarted);
-        expect(b.rollouts.map((r) => r.ending)).toEqual(a.rollouts.map((r) => r.ending));
+        expect(b.rollouts.map((r) => r.ending ?? r.cancelled)).toEqual(a.rollouts.map((r) => r.ending ?? r.cancelled));
         expect(b.world).toEqual(a.world);
       }),
       { numRuns: 1_000, seed: 20261126 },
