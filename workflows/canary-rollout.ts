@@ -163,8 +163,8 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
    * round that ended early, on an invalid spec, answers none). A long wait continues as new, where
    * the same command asks again.
    */
-  async function answerTo(seq: number): Promise<number> {
-    while (!(await condition(() => answered?.seq === seq, '1 minute', { summary: "wait for the model's round" }))) {
+  async function answerTo(seq: number, summary: string): Promise<number> {
+    while (!(await condition(() => answered?.seq === seq, '1 minute', { summary }))) {
       if (runAgeSeconds() >= maxRunSeconds || workflowInfo().continueAsNewSuggested) await continueRun();
       await report(undefined, true);
     }
@@ -195,7 +195,11 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
         return { kind: 'counted', at: Date.now(), ...(traffic ? { traffic } : {}) };
       }
       case 'set-weight': {
-        const set = await answerTo(await ask({ weight: command.weight }));
+        const what =
+          command.weight > 0
+            ? `send ${command.weight}% of ${label}'s requests to the canary`
+            : `send all of ${label}'s requests to the stable revision`;
+        const set = await answerTo(await ask({ weight: command.weight }), `${what}: the model's round sets it`);
         // The round gives no share to a canary it finds unable to carry it; none is always given.
         return set === command.weight || command.weight === 0
           ? { kind: 'weight-set', at: Date.now() }
