@@ -43,7 +43,7 @@ function disagreement(
 }
 
 /** `asked`, cut to the live spec's ceiling (canaryCeiling), saying so when it had to. */
-export function withinCeiling(ref: ModelRef, what: 'replicas' | 'weight', asked: number, ceiling: number): number {
+function withinCeiling(ref: ModelRef, what: 'replicas' | 'weight', asked: number, ceiling: number): number {
   if (asked <= ceiling) return asked;
   log.warn('cut a canary request to what the MachineModel allows', {
     model: `${ref.namespace}/${ref.name}`,

@@ -172,7 +172,7 @@ export function rolloutSteps(state: Pick<CarriedState, 'rollout' | 'canaryShare'
       changes.push(...synced.changes);
       // The spec moved on since this round read it: the next round, which it woke, answers.
       if (synced.refused) return changes;
-    } else if (upkeep.do === 'remove' || (!rollout && !awaitingStable && applied.canary)) {
+    } else if (upkeep.do === 'remove') {
       changes.push(...(await kubeStep('syncCanary', 'remove the canary', { ref })).changes);
     }
     const asked = share.answers;
