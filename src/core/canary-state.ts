@@ -109,9 +109,9 @@ export function canaryUpkeep(
 ): { do: 'apply'; replicas: number } | { do: 'keep' } | { do: 'remove' } {
   if (rollout) {
     const want = rollout.want;
-    // Applied every round (the apply writes only what differs): a canary edited in place, its labels
-    // kept, is put back before it takes a share.
-    return want ? { do: 'apply', replicas: want.replicas } : { do: 'keep' };
+    if (!want) return { do: 'keep' };
+    const current = live && live.revision === revisionName(rollout.revision) && live.replicas === want.replicas;
+    return current ? { do: 'keep' } : { do: 'apply', replicas: want.replicas };
   }
   if (promotedAwaitingStable || !live) return { do: 'keep' };
   return { do: 'remove' };

@@ -89,11 +89,7 @@ describe("the model round's canary decisions", () => {
       do: 'apply',
       replicas: 2,
     });
-    // Even one that looks current: an edited template is put back (a tenant's own image got the share).
-    expect(canaryUpkeep(rollout({ step: 1, replicas: 2, weight: 0 }), live(2), false)).toEqual({
-      do: 'apply',
-      replicas: 2,
-    });
+    expect(canaryUpkeep(rollout({ step: 1, replicas: 2, weight: 0 }), live(2), false)).toEqual({ do: 'keep' });
     expect(canaryUpkeep(rollout(), live(2, 2, 'other'), false)).toEqual({ do: 'keep' });
     expect(canaryUpkeep(undefined, live(2), true)).toEqual({ do: 'keep' });
     expect(canaryUpkeep(undefined, live(2), false)).toEqual({ do: 'remove' });
