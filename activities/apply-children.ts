@@ -1,5 +1,5 @@
 import type { KubernetesObject, V1Deployment, V2HorizontalPodAutoscaler } from '@kubernetes/client-node';
-import type { ModelRef } from '../src/core/api.js';
+import { revisionLabel, type ModelRef } from '../src/core/api.js';
 import {
   buildAutoscaler,
   buildDeployment,
@@ -16,8 +16,21 @@ import { containerTroubles } from '../src/core/container-troubles.js';
 import { unschedulablePods } from '../src/core/pod-scheduling.js';
 import { readinessOf } from '../src/core/readiness.js';
 import { isReady, type Readiness } from '../src/core/status.js';
-import { canaryName, liveCanaryOf, type LiveCanary } from '../src/core/canary-state.js';
-import { deployedRevision, revisionOf, sameRevision, stableRevisionFor, type Revision } from '../src/core/rollout.js';
+import {
+  buildCanaryDeployment,
+  buildCanaryService,
+  canaryName,
+  liveCanaryOf,
+  type LiveCanary,
+} from '../src/core/canary-state.js';
+import {
+  deployedRevision,
+  revisionName,
+  revisionOf,
+  sameRevision,
+  stableRevisionFor,
+  type Revision,
+} from '../src/core/rollout.js';
 import type { ActivityDeps } from './deps.js';
 import { fail, kubeFailure } from './failure.js';
 import { recordEventBestEffort } from './events.js';
@@ -103,6 +116,24 @@ export function applyChildrenActivity({ kube, build }: ActivityDeps) {
     return live;
   }
 
+  /**
+   * Whether the spec's revision's canary is as that revision builds it, its Service too: one edited in
+   * place (its labels and size kept) gets no share, and the round applies it again. A canary of another
+   * revision gets no share anyway.
+   */
+  async function canaryAsBuilt(ref: ModelRef, spec: ModelSnapshot['spec'], deployment: Live): Promise<boolean> {
+    const revision = revisionOf(spec);
+    if (deployment.metadata?.labels?.[revisionLabel] !== revisionName(revision)) return true;
+    const replicas = deployment.spec?.replicas ?? 1;
+    if (!isSubset(buildCanaryDeployment(ref, spec, revision, replicas, build), deployment)) return false;
+    const service = await kube.readLabelled<Live>('v1', 'Service', ref.namespace, canaryName(ref.name));
+    return (
+      !!service &&
+      ownershipOf(service as Parameters<typeof ownershipOf>[0], ref) === 'ours' &&
+      isSubset(buildCanaryService(ref, spec, revision), service)
+    );
+  }
+
   /** Applies `desired` unless the live object already has every field we set; the object as it now is. */
   async function ensure(desired: ChildObject, live: Live | undefined, changes: Change[], written: string[]) {
     if (live && isSubset(desired, live)) return live;
@@ -149,7 +180,8 @@ export function applyChildrenActivity({ kube, build }: ActivityDeps) {
         canaryName(ref.name),
       );
       canary = !!canaryDeployment && ownershipOf(canaryDeployment as Parameters<typeof ownershipOf>[0], ref) === 'ours';
-      if (canary) liveCanary = liveCanaryOf(canaryDeployment as V1Deployment);
+      if (canary)
+        liveCanary = liveCanaryOf(canaryDeployment as V1Deployment, await canaryAsBuilt(ref, spec, canaryDeployment!));
       // A rollout this call just began has no pods the scheduler could have refused yet.
       if (deployment === live) readiness = await withPodHealth(kube, ref, readiness);
     } catch (err) {

@@ -205,16 +205,13 @@ export class KubeClient {
     return this.read<T>(apiVersion, kind, namespace, name);
   }
 
-  /**
-   * Server-side apply as the operator's field manager, taking over fields others changed (drift). A
-   * manager of its own owns only what it applies (the canary's weight beside the Service's spec).
-   */
-  async apply<T extends KubernetesObject>(obj: T, manager = fieldManager): Promise<T> {
+  /** Server-side apply as the operator's field manager, taking over fields others changed (drift). */
+  async apply<T extends KubernetesObject>(obj: T): Promise<T> {
     const applied = (await this.objects.patch(
       obj,
       undefined,
       undefined,
-      manager,
+      fieldManager,
       true,
       PatchStrategy.ServerSideApply,
     )) as T;

@@ -59,19 +59,26 @@ export interface LiveCanary {
   revision: string;
   replicas: number;
   readyReplicas: number;
+  /** Its Deployment or Service is not what its revision builds (someone edited it): the round applies it again. */
+  edited?: true;
 }
 
 /**
  * A live canary Deployment as the round sees it. Its ready replicas count only once every Pod runs
  * its current template: a canary relabelled for a newer revision is not ready on the old one's Pods.
+ * An edited canary (`asBuilt` false) has none either: it runs something its revision does not name.
  */
-export function liveCanaryOf(d: DeploymentView & { metadata?: { labels?: Record<string, string> } }): LiveCanary {
+export function liveCanaryOf(
+  d: DeploymentView & { metadata?: { labels?: Record<string, string> } },
+  asBuilt = true,
+): LiveCanary {
   const r = readinessOf(d);
-  const current = r.observedLatest && r.updatedReplicas >= r.replicas;
+  const current = asBuilt && r.observedLatest && r.updatedReplicas >= r.replicas;
   return {
     revision: d.metadata?.labels?.[revisionLabel] ?? '',
     replicas: r.desiredReplicas,
     readyReplicas: current ? r.readyReplicas : 0,
+    ...(asBuilt ? {} : { edited: true as const }),
   };
 }
 
@@ -99,8 +106,8 @@ export function canaryShare(rollout: RoundRollout | undefined, live: LiveCanary 
 }
 
 /**
- * What the model's round does with the canary objects: the running rollout's at the size it asks,
- * kept while a promoted revision becomes stable, removed otherwise. Nothing before a rollout asks.
+ * What the model's round does with the canary objects: the running rollout's at the size it asks
+ * and as its revision builds them, kept while a promoted revision becomes stable, removed otherwise. Nothing before a rollout asks.
  */
 export function canaryUpkeep(
   rollout: RoundRollout | undefined,
@@ -110,7 +117,8 @@ export function canaryUpkeep(
   if (rollout) {
     const want = rollout.want;
     if (!want) return { do: 'keep' };
-    const current = live && live.revision === revisionName(rollout.revision) && live.replicas === want.replicas;
+    const current =
+      live && live.revision === revisionName(rollout.revision) && live.replicas === want.replicas && !live.edited;
     return current ? { do: 'keep' } : { do: 'apply', replicas: want.replicas };
   }
   if (promotedAwaitingStable || !live) return { do: 'keep' };

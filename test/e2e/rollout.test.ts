@@ -86,7 +86,14 @@ describe.skipIf(!stack.realNode)(`canary rollouts on the real node (${stack.simu
     ns = k.createRealNodeNamespace('canary');
     operator = startOperatorProcess(
       stack,
-      { MMO_NAMESPACES: ns, MMO_TASK_QUEUE: taskQueue, ...caddy.operatorEnv, MMO_CADDY_UPSTREAM: 'cluster-ip' },
+      {
+        MMO_NAMESPACES: ns,
+        MMO_TASK_QUEUE: taskQueue,
+        ...caddy.operatorEnv,
+        MMO_CADDY_UPSTREAM: 'cluster-ip',
+        // A canary that turns unready is rolled back at this deadline (the probe test below).
+        MMO_PROGRESS_DEADLINE_SECONDS: '120',
+      },
       'rollout',
     );
   });
@@ -239,4 +246,32 @@ describe.skipIf(!stack.realNode)(`canary rollouts on the real node (${stack.simu
     expect(refused).toMatch(/cannot abort: .*has ended/);
     expect(refused).not.toMatch(/\n\s+at /);
   }, 300_000);
+
+  it('rolls back a canary whose readiness probe starts failing in its pause, never promotes it (bug 1)', async () => {
+    // Ready for 15 s, then its probe fails (after 3 × 10 s), well within a 90 s pause: a canary
+    // unready at the end of its step once passed it.
+    const short: RolloutSpec = { strategy: 'Canary', steps: [{ weight: 25, pause: '90s' }] };
+    k.apply(model('/unready-after-15', short));
+    const phases = new Set<string>();
+    const seen: Record<string, number> = {};
+    await eventually(
+      'rolled back',
+      async () => {
+        const r = status()?.rollout;
+        if (r?.canary?.modelPath !== '/unready-after-15') return undefined;
+        phases.add(r.phase);
+        await servedBy(5, seen);
+        return r.phase === 'RolledBack' ? true : undefined;
+      },
+      360_000,
+    );
+    console.log(`phases seen: ${[...phases].join(', ')}; while the canary ran: ${JSON.stringify(seen)}`);
+    expect(phases.has('Promoted')).toBe(false);
+    expect(stablePaths().every((p) => p === '/v2')).toBe(true);
+    const ready = conditionOf(k.get('machinemodel', ns, 'canaried'), 'Ready');
+    expect(ready).toMatchObject({ status: 'False', reason: 'RolloutFailed' });
+    expect(ready?.message).toMatch(/rolled back at step 1 \(25%\): canary not ready/);
+    await eventually('the canary removed', () => (!k.get('deployment', ns, 'canaried-canary') ? true : undefined));
+    expect(await servedBy(20)).toEqual({ v2: 20 });
+  }, 420_000);
 });

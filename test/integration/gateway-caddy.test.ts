@@ -10,7 +10,7 @@ import { createActivities } from '../../activities/index.js';
 import { KubeClient } from '../../activities/kube-client.js';
 import { defaultBuildOptions } from '../../src/core/desired-state.js';
 import { freePort } from '../../tools/local-stack/processes.js';
-import { liveCanaryOf } from '../../src/core/canary-state.js';
+import { canaryShare, canaryUpkeep, liveCanaryOf } from '../../src/core/canary-state.js';
 import { addTraffic, revisionName } from '../../src/core/rollout.js';
 import { delegatedPrefixesAnnotation, routeId, type RouteSpec } from '../../src/core/route-rules.js';
 import { conditionOf, kubectlFor } from '../support/cluster.js';
@@ -303,6 +303,66 @@ describe("the canary's one writer, the model's round", () => {
       changes: ['canary Service removed', 'canary Deployment removed'],
     });
     expect(k.get('deployment', kept, 'shared-canary')).toBeUndefined();
+  });
+
+  it('gives no share to a canary edited in place with its labels and size kept, and the next round puts it back', async () => {
+    const own = k.createNamespace('caddy-edited');
+    const kc = new KubeConfig();
+    kc.loadFromFile(operatorKubeconfig(stack));
+    const acts = createActivities({ kube: new KubeClient(kc), build: defaultBuildOptions });
+    const rollout = { strategy: 'Canary' as const, steps: [{ weight: 50 }] };
+    const v2 = { image: 'registry.example/m:2', modelPath: '/m' };
+    k.apply(machineModel(own, 'edited', { ...v2, rollout }));
+    const mm = await eventually<any>('created', () => k.get('machinemodel', own, 'edited'));
+    const ref = { namespace: own, name: 'edited', uid: mm.metadata.uid as string };
+    const round = async () => (await acts.applyChildren((await acts.readModel(ref))!)).liveCanary;
+    const running = {
+      revision: v2,
+      plan: rollout,
+      stableReplicas: 1,
+      want: { step: 0, replicas: 1, weight: 50, seq: 1 },
+    };
+    await acts.syncCanary({ ref, canary: { revision: v2, replicas: 1 } });
+    const built = await eventually(
+      'ready as built',
+      async () => {
+        const live = await round();
+        return live?.readyReplicas === 1 ? live : undefined;
+      },
+      60_000,
+    );
+    expect(canaryShare(running, built)).toBe(50);
+    // The tenant runs another image under the canary's name and labels.
+    k.kubectl(
+      '-n',
+      own,
+      'patch',
+      'deployment',
+      'edited-canary',
+      '--type=json',
+      '-p',
+      JSON.stringify([
+        { op: 'replace', path: '/spec/template/spec/containers/0/image', value: 'registry.example/miner:1' },
+      ]),
+    );
+    await eventually(
+      'the edited Pod ready',
+      () => {
+        const d = k.get('deployment', own, 'edited-canary');
+        return d.spec.template.spec.containers[0].image.includes('miner') && liveCanaryOf(d).readyReplicas === 1
+          ? true
+          : undefined;
+      },
+      60_000,
+    );
+    const edited = await round();
+    expect(edited).toEqual({ revision: revisionName(v2), replicas: 1, readyReplicas: 0, edited: true });
+    expect(canaryShare(running, edited)).toBe(0);
+    expect(canaryUpkeep(running, edited, false)).toEqual({ do: 'apply', replicas: 1 });
+    expect((await acts.syncCanary({ ref, canary: { revision: v2, replicas: 1 } })).changes).toEqual([
+      `canary Deployment: 1 × ${v2.image}`,
+    ]);
+    expect(k.get('deployment', own, 'edited-canary').spec.template.spec.containers[0].image).toBe(v2.image);
   });
 });
 

@@ -96,6 +96,23 @@ describe("the model round's canary decisions", () => {
     expect(canaryUpkeep(undefined, undefined, false)).toEqual({ do: 'keep' });
   });
 
+  it('gives no share to a canary edited in place with its labels and size kept, and applies it again', () => {
+    const built = { metadata: { generation: 1, labels: { 'stable.example.com/revision': revisionName(next) } } };
+    const d = {
+      ...built,
+      spec: { replicas: 2 },
+      status: { observedGeneration: 1, replicas: 2, updatedReplicas: 2, readyReplicas: 2 },
+    };
+    const edited = liveCanaryOf(d, false);
+    expect(edited).toEqual({ revision: revisionName(next), replicas: 2, readyReplicas: 0, edited: true });
+    expect(canaryShare(rollout({ step: 1, replicas: 2, weight: 50 }), edited)).toBe(0);
+    expect(canaryUpkeep(rollout({ step: 1, replicas: 2, weight: 50 }), edited, false)).toEqual({
+      do: 'apply',
+      replicas: 2,
+    });
+    expect(canaryShare(rollout({ step: 1, replicas: 2, weight: 50 }), liveCanaryOf(d))).toBe(50);
+  });
+
   it("counts no ready replica of a canary whose Pods do not all run its template yet (bug 2: a new revision took the last one's share)", () => {
     const relabelled = (status: object, generation = 2) => ({
       metadata: { generation, labels: { 'stable.example.com/revision': revisionName(next) } },

@@ -134,7 +134,8 @@ export const misbehavingModelImage: DockerfileImage = {
   buildArgs: { BASE: python.ref },
   bases: [python],
   inputs: ['test/fixtures/misbehaving-model'],
-  purpose: 'a model server that crashes, never turns ready, loads slowly or outgrows its memory, by modelPath',
+  purpose:
+    'a model server that crashes, never turns ready, turns unready, loads slowly or outgrows its memory, by modelPath',
 };
 
 /** The sandbox image of the real node's pods (what registry.k8s.io/pause is elsewhere). */
