@@ -20,7 +20,9 @@ import {
   buildCanaryDeployment,
   buildCanaryService,
   canaryName,
+  deploymentAsBuilt,
   liveCanaryOf,
+  serviceAsBuilt,
   type LiveCanary,
 } from '../src/core/canary-state.js';
 import {
@@ -125,12 +127,12 @@ export function applyChildrenActivity({ kube, build }: ActivityDeps) {
     const revision = revisionOf(spec);
     if (deployment.metadata?.labels?.[revisionLabel] !== revisionName(revision)) return true;
     const replicas = deployment.spec?.replicas ?? 1;
-    if (!isSubset(buildCanaryDeployment(ref, spec, revision, replicas, build), deployment)) return false;
+    if (!deploymentAsBuilt(buildCanaryDeployment(ref, spec, revision, replicas, build), deployment)) return false;
     const service = await kube.readLabelled<Live>('v1', 'Service', ref.namespace, canaryName(ref.name));
     return (
       !!service &&
       ownershipOf(service as Parameters<typeof ownershipOf>[0], ref) === 'ours' &&
-      isSubset(buildCanaryService(ref, spec, revision), service)
+      serviceAsBuilt(buildCanaryService(ref, spec, revision), service)
     );
   }
 

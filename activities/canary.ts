@@ -4,7 +4,15 @@
 import { log } from '@temporalio/activity';
 import type { KubernetesObject, V1Deployment } from '@kubernetes/client-node';
 import type { MachineModelSpec, ModelRef } from '../src/core/api.js';
-import { buildCanaryDeployment, buildCanaryService, canaryName, liveCanaryOf } from '../src/core/canary-state.js';
+import {
+  buildCanaryDeployment,
+  buildCanaryService,
+  canaryName,
+  deploymentAsBuilt,
+  foreignRunFields,
+  liveCanaryOf,
+  serviceAsBuilt,
+} from '../src/core/canary-state.js';
 import { containerTroubles } from '../src/core/container-troubles.js';
 import { isSubset } from '../src/core/desired-state.js';
 import { ownershipOf } from '../src/core/ownership.js';
@@ -100,6 +108,15 @@ export function syncCanaryActivity(deps: ActivityDeps) {
     return changes;
   }
 
+  async function madeAgain(ref: ModelRef, live: KubernetesObject, why: string): Promise<void> {
+    log.warn('deleting the canary object someone changed, to make it again', {
+      model: `${ref.namespace}/${ref.name}`,
+      kind: live.kind,
+      why,
+    });
+    await kube.delete(live, live.metadata?.uid);
+  }
+
   return async function syncCanary(input: {
     ref: ModelRef;
     /** The running rollout's revision and the size it asks; none: the canary goes. */
@@ -124,13 +141,23 @@ export function syncCanaryActivity(deps: ActivityDeps) {
       const changes: string[] = [];
       const desired = buildCanaryDeployment(ref, model.spec, revision, replicas, build);
       const deployment = await readOurs<V1Deployment>(kube, ref, 'apps/v1', 'Deployment');
-      if (!deployment || !isSubset(desired, deployment)) {
+      const foreign = deployment ? foreignRunFields(desired, deployment) : [];
+      if (foreign.length > 0) {
+        // An apply would keep what another manager set: made again, with the share at none meanwhile.
+        await madeAgain(ref, deployment!, `it ran ${foreign.join(', ')}, which its revision does not set`);
+        changes.push(`canary Deployment made again (it ran ${foreign.join(', ')})`);
+      }
+      if (foreign.length > 0 || !deployment || !isSubset(desired, deployment)) {
         await kube.apply(desired as V1Deployment);
         changes.push(`canary Deployment: ${replicas} × ${revision.image}`);
       }
       const service = buildCanaryService(ref, model.spec, revision);
       const liveService = await readOurs(kube, ref, 'v1', 'Service');
-      if (!liveService || !isSubset(service, liveService)) await kube.apply(service as KubernetesObject);
+      if (liveService && isSubset(service, liveService) && !serviceAsBuilt(service, liveService)) {
+        await madeAgain(ref, liveService, 'its selector was narrowed');
+        changes.push('canary Service made again (its selector was narrowed)');
+      }
+      if (!liveService || !serviceAsBuilt(service, liveService)) await kube.apply(service as KubernetesObject);
       return { changes };
     } catch (err) {
       throw kubeFailure(err, `keeping the canary of MachineModel ${ref.namespace}/${ref.name}`);
@@ -143,7 +170,7 @@ export function syncCanaryActivity(deps: ActivityDeps) {
  * not relabelled it yet) has no ready replica for this rollout; one not yet at the asked size counts
  * the ready replicas it has, which carry the share it has while it grows.
  */
-export function canaryHealthActivity({ kube }: ActivityDeps) {
+export function canaryHealthActivity({ kube, build }: ActivityDeps) {
   return async function canaryHealth(input: {
     ref: ModelRef;
     revision: Revision;
@@ -152,7 +179,15 @@ export function canaryHealthActivity({ kube }: ActivityDeps) {
     const { ref, revision, replicas } = input;
     try {
       const deployment = await readOurs<V1Deployment>(kube, ref, 'apps/v1', 'Deployment');
-      const live = deployment && liveCanaryOf(deployment);
+      // An edited canary is not this revision's, whatever its label says (as the model's round judges it).
+      const model = deployment && (await kube.getModel(ref.namespace, ref.name));
+      const asBuilt =
+        !!model &&
+        deploymentAsBuilt(
+          buildCanaryDeployment(ref, model.spec, revision, deployment.spec?.replicas ?? 1, build),
+          deployment,
+        );
+      const live = deployment && liveCanaryOf(deployment, asBuilt);
       if (!live || live.revision !== revisionName(revision)) return { readyReplicas: 0, desiredReplicas: replicas };
       const readyReplicas = Math.min(live.readyReplicas, replicas);
       if (readyReplicas >= replicas) return { readyReplicas, desiredReplicas: replicas };

@@ -4,7 +4,14 @@
 // Service and its autoscaler never count or reach the canary's Pods, and adding a rollout to a model
 // changes nothing of what runs until a new revision comes.
 import { canaryOfLabel, type MachineModelSpec, type ModelRef, revisionLabel, type RolloutSpec } from './api.js';
-import { buildDeployment, buildService, childLabels, selectorLabels, type BuildOptions } from './desired-state.js';
+import {
+  buildDeployment,
+  buildService,
+  childLabels,
+  isSubset,
+  selectorLabels,
+  type BuildOptions,
+} from './desired-state.js';
 import { readinessOf, type DeploymentView } from './readiness.js';
 import { canaryReplicas, revisionName, type Revision } from './rollout.js';
 
@@ -41,6 +48,40 @@ export function buildCanaryService(ref: ModelRef, spec: MachineModelSpec, revisi
     metadata: { ...s.metadata, name: canaryName(ref.name), labels: canaryLabels(ref.name, revision) },
     spec: { ...s.spec, selector: selectorLabels(canaryName(ref.name)) },
   };
+}
+
+type Fields = Record<string, unknown>;
+const present = (v: unknown) => v !== undefined && v !== null && !(Array.isArray(v) && v.length === 0);
+/** Fields of a Pod spec and of its containers that change what runs, beyond those the operator sets. */
+const podRunFields: readonly string[] = ['initContainers', 'ephemeralContainers', 'volumes'];
+const containerRunFields: readonly string[] = ['command', 'args', 'envFrom', 'volumeMounts', 'workingDir', 'lifecycle'];
+
+/**
+ * What a live canary runs that its revision does not build: fields that change what runs (a command,
+ * volumes, init containers), set by someone else. A server-side apply keeps another manager's fields,
+ * so such a canary is made again, not applied over. Empty for a canary as its revision builds it.
+ */
+export function foreignRunFields(desired: ReturnType<typeof buildCanaryDeployment>, live: unknown): string[] {
+  const want = desired.spec.template.spec as unknown as Fields;
+  const has = ((live as { spec?: { template?: { spec?: Fields } } })?.spec?.template?.spec ?? {}) as Fields;
+  const found = podRunFields.filter((f) => present(has[f]) && !present(want[f]));
+  const wantContainers = (want.containers ?? []) as Fields[];
+  ((has.containers ?? []) as Fields[]).forEach((c, i) => {
+    const own = wantContainers[i] ?? {};
+    for (const f of containerRunFields) if (present(c[f]) && !present(own[f])) found.push(`${String(c.name)}.${f}`);
+  });
+  return found;
+}
+
+/** The canary Deployment runs what its revision builds: every field the operator sets, and no other that changes what runs. */
+export function deploymentAsBuilt(desired: ReturnType<typeof buildCanaryDeployment>, live: unknown): boolean {
+  return isSubset(desired, live) && foreignRunFields(desired, live).length === 0;
+}
+
+/** The canary Service selects the canary's Pods alone: its selector exactly the one built, not narrowed to others. */
+export function serviceAsBuilt(desired: ReturnType<typeof buildCanaryService>, live: unknown): boolean {
+  const selector = (live as { spec?: { selector?: Record<string, string> } })?.spec?.selector ?? {};
+  return isSubset(desired, live) && Object.keys(selector).length === Object.keys(desired.spec.selector).length;
 }
 
 /** What a rollout asks of the model's round: its canary at this size, and this share at this step. */

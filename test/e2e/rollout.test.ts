@@ -14,7 +14,12 @@ import { CaddyProcess } from '../support/caddy-under-test.js';
 import { conditionOf, kubectlFor } from '../support/cluster.js';
 import { eventually } from '../support/eventually.js';
 import { machineModel } from '../support/models.js';
-import { installCrds, startOperatorProcess, type OperatorProcess } from '../support/operator-process.js';
+import {
+  installCrds,
+  startOperatorProcess,
+  temporalClient,
+  type OperatorProcess,
+} from '../support/operator-process.js';
 
 const stack = inject('stack');
 const k = kubectlFor(stack);
@@ -324,7 +329,13 @@ describe.skipIf(!stack.realNode)(`canary rollouts on the real node (${stack.simu
     expect(Object.keys(answered).filter((who) => !['v2', 'o1', 'o2', 'o3'].includes(who))).toEqual([]);
     expect(k.get('service', ns, 'canaried-canary')).toBeUndefined();
     expect(await servedBy(20)).toEqual({ o3: 20 });
-    // Each overtaken rollout ended: mmctl finds only the last, and it has ended.
     expect(mmctl('rollout', 'status', `${ns}/canaried`)).toMatch(/rollout Promoted/);
+    // Every rollout of the model has ended, the overtaken ones too.
+    const client = await temporalClient(stack);
+    const open = await client.workflow.count(
+      `WorkflowType = "canaryRolloutWorkflow" AND TaskQueue = "${taskQueue}" AND ExecutionStatus = "Running"`,
+    );
+    await client.connection.close();
+    expect(open.count).toBe(0);
   }, 600_000);
 });

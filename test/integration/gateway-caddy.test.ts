@@ -315,6 +315,12 @@ describe("the canary's one writer, the model's round", () => {
     k.apply(machineModel(own, 'edited', { ...v2, rollout }));
     const mm = await eventually<any>('created', () => k.get('machinemodel', own, 'edited'));
     const ref = { namespace: own, name: 'edited', uid: mm.metadata.uid as string };
+    // In an activity's context: a canary made again is logged as the activity's.
+    const sync = () =>
+      new MockActivityEnvironment().run(acts.syncCanary, {
+        ref,
+        canary: { revision: v2, replicas: 1 },
+      }) as ReturnType<typeof acts.syncCanary>;
     const round = async () => (await acts.applyChildren((await acts.readModel(ref))!)).liveCanary;
     const running = {
       revision: v2,
@@ -322,7 +328,7 @@ describe("the canary's one writer, the model's round", () => {
       stableReplicas: 1,
       want: { step: 0, replicas: 1, weight: 50, seq: 1 },
     };
-    await acts.syncCanary({ ref, canary: { revision: v2, replicas: 1 } });
+    await sync();
     const built = await eventually(
       'ready as built',
       async () => {
@@ -359,10 +365,56 @@ describe("the canary's one writer, the model's round", () => {
     expect(edited).toEqual({ revision: revisionName(v2), replicas: 1, readyReplicas: 0, edited: true });
     expect(canaryShare(running, edited)).toBe(0);
     expect(canaryUpkeep(running, edited, false)).toEqual({ do: 'apply', replicas: 1 });
-    expect((await acts.syncCanary({ ref, canary: { revision: v2, replicas: 1 } })).changes).toEqual([
+    expect((await sync()).changes).toEqual([`canary Deployment: 1 × ${v2.image}`]);
+    expect(k.get('deployment', own, 'edited-canary').spec.template.spec.containers[0].image).toBe(v2.image);
+    const asBuiltAgain = async (what: string) =>
+      eventually(
+        what,
+        async () => {
+          const live = await round();
+          return live?.readyReplicas === 1 && !live.edited ? live : undefined;
+        },
+        60_000,
+      );
+    expect(canaryShare(running, await asBuiltAgain('as built and ready again'))).toBe(50);
+
+    // A command beside the fields the operator sets: an apply would keep it, so the canary is made again.
+    const uid = k.get('deployment', own, 'edited-canary').metadata.uid;
+    k.kubectl(
+      '-n',
+      own,
+      'patch',
+      'deployment',
+      'edited-canary',
+      '--type=json',
+      '-p',
+      JSON.stringify([{ op: 'add', path: '/spec/template/spec/containers/0/command', value: ['sh', '-c', 'mine'] }]),
+    );
+    await eventually('the command seen', async () => ((await round())?.edited ? true : undefined));
+    expect((await sync()).changes).toEqual([
+      'canary Deployment made again (it ran model.command)',
       `canary Deployment: 1 × ${v2.image}`,
     ]);
-    expect(k.get('deployment', own, 'edited-canary').spec.template.spec.containers[0].image).toBe(v2.image);
+    const remade = k.get('deployment', own, 'edited-canary');
+    expect(remade.metadata.uid).not.toBe(uid);
+    expect(remade.spec.template.spec.containers[0].command).toBeUndefined();
+    await asBuiltAgain('made again, ready');
+
+    // The canary Service narrowed to Pods of the tenant's choosing: made again too.
+    k.kubectl(
+      '-n',
+      own,
+      'patch',
+      'service',
+      'edited-canary',
+      '--type=merge',
+      '-p',
+      JSON.stringify({ spec: { selector: { mine: 'yes' } } }),
+    );
+    await eventually('the narrowed Service seen', async () => ((await round())?.edited ? true : undefined));
+    expect((await sync()).changes).toEqual(['canary Service made again (its selector was narrowed)']);
+    expect(k.get('service', own, 'edited-canary').spec.selector.mine).toBeUndefined();
+    await asBuiltAgain('its Service as built again');
   });
 });
 

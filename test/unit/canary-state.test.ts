@@ -4,7 +4,10 @@ import {
   buildCanaryService,
   canaryShare,
   canaryUpkeep,
+  deploymentAsBuilt,
+  foreignRunFields,
   liveCanaryOf,
+  serviceAsBuilt,
 } from '../../src/core/canary-state.js';
 import { buildDeployment, buildService, defaultBuildOptions } from '../../src/core/desired-state.js';
 import { revisionName } from '../../src/core/rollout.js';
@@ -51,6 +54,57 @@ describe("a canary's children", () => {
     expect(service.metadata.name).toBe('classifier-canary');
     expect(selects(service.spec.selector)).toBe(true);
     expect(service.spec.ports).toEqual(buildService(ref, spec).spec.ports);
+  });
+});
+
+describe('a canary as its revision builds it', () => {
+  const built = buildCanaryDeployment(ref, spec, next, 1, defaultBuildOptions);
+  /** The live object: what was applied, with what the apiserver adds. */
+  const live = (edit: (d: any) => void = () => {}) => {
+    const d = structuredClone(built) as any;
+    d.metadata.uid = 'u-canary';
+    d.spec.template.spec.restartPolicy = 'Always';
+    d.spec.template.spec.containers[0].terminationMessagePath = '/dev/termination-log';
+    edit(d);
+    return d;
+  };
+
+  it('is as built with what the apiserver adds', () => {
+    expect(deploymentAsBuilt(built, live())).toBe(true);
+    expect(foreignRunFields(built, live())).toEqual([]);
+  });
+
+  it('is not with another image, nor with what changes what runs added beside the fields it sets', () => {
+    expect(
+      deploymentAsBuilt(
+        built,
+        live((d) => (d.spec.template.spec.containers[0].image = 'miner:1')),
+      ),
+    ).toBe(false);
+    const commanded = live((d) => (d.spec.template.spec.containers[0].command = ['sh', '-c', 'mine']));
+    expect(foreignRunFields(built, commanded)).toEqual(['model.command']);
+    expect(deploymentAsBuilt(built, commanded)).toBe(false);
+    const mounted = live((d) => {
+      d.spec.template.spec.volumes = [{ name: 'x', emptyDir: {} }];
+      d.spec.template.spec.initContainers = [{ name: 'init', image: 'miner:1' }];
+    });
+    expect(foreignRunFields(built, mounted)).toEqual(['initContainers', 'volumes']);
+    expect(
+      deploymentAsBuilt(
+        built,
+        live((d) => d.spec.template.spec.containers[0].env.push({ name: 'X', value: '1' })),
+      ),
+    ).toBe(false);
+  });
+
+  it("has a Service that selects the canary's Pods alone", () => {
+    const service = buildCanaryService(ref, spec, next);
+    const liveService = (selector: Record<string, string>) => ({
+      ...structuredClone(service),
+      spec: { ...structuredClone(service.spec), clusterIP: '10.0.0.9', selector },
+    });
+    expect(serviceAsBuilt(service, liveService(service.spec.selector))).toBe(true);
+    expect(serviceAsBuilt(service, liveService({ ...service.spec.selector, mine: 'yes' }))).toBe(false);
   });
 });
 
