@@ -11,7 +11,7 @@ import {
   deploymentAsBuilt,
   foreignRunFields,
   liveCanaryOf,
-  serviceAsBuilt,
+  selectorNarrowed,
 } from '../src/core/canary-state.js';
 import { containerTroubles } from '../src/core/container-troubles.js';
 import { isSubset } from '../src/core/desired-state.js';
@@ -153,11 +153,13 @@ export function syncCanaryActivity(deps: ActivityDeps) {
       }
       const service = buildCanaryService(ref, model.spec, revision);
       const liveService = await readOurs(kube, ref, 'v1', 'Service');
-      if (liveService && isSubset(service, liveService) && !serviceAsBuilt(service, liveService)) {
-        await madeAgain(ref, liveService, 'its selector was narrowed');
+      // An apply would keep the other manager's selector keys: made again, as the Deployment above.
+      const narrowed = !!liveService && selectorNarrowed(service, liveService);
+      if (narrowed) {
+        await madeAgain(ref, liveService!, 'its selector was narrowed');
         changes.push('canary Service made again (its selector was narrowed)');
       }
-      if (!liveService || !serviceAsBuilt(service, liveService)) await kube.apply(service as KubernetesObject);
+      if (narrowed || !liveService || !isSubset(service, liveService)) await kube.apply(service as KubernetesObject);
       return { changes };
     } catch (err) {
       throw kubeFailure(err, `keeping the canary of MachineModel ${ref.namespace}/${ref.name}`);
@@ -179,16 +181,19 @@ export function canaryHealthActivity({ kube, build }: ActivityDeps) {
     const { ref, revision, replicas } = input;
     try {
       const deployment = await readOurs<V1Deployment>(kube, ref, 'apps/v1', 'Deployment');
+      const labelled = deployment && liveCanaryOf(deployment);
+      if (!labelled || labelled.revision !== revisionName(revision)) {
+        return { readyReplicas: 0, desiredReplicas: replicas };
+      }
       // An edited canary is not this revision's, whatever its label says (as the model's round judges it).
-      const model = deployment && (await kube.getModel(ref.namespace, ref.name));
+      const model = await kube.getModel(ref.namespace, ref.name);
       const asBuilt =
         !!model &&
         deploymentAsBuilt(
           buildCanaryDeployment(ref, model.spec, revision, deployment.spec?.replicas ?? 1, build),
           deployment,
         );
-      const live = deployment && liveCanaryOf(deployment, asBuilt);
-      if (!live || live.revision !== revisionName(revision)) return { readyReplicas: 0, desiredReplicas: replicas };
+      const live = asBuilt ? labelled : liveCanaryOf(deployment, false);
       const readyReplicas = Math.min(live.readyReplicas, replicas);
       if (readyReplicas >= replicas) return { readyReplicas, desiredReplicas: replicas };
       const trouble = containerTroubles(await kube.listPods(ref.namespace, canaryName(ref.name)));

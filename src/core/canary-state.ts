@@ -78,10 +78,15 @@ export function deploymentAsBuilt(desired: ReturnType<typeof buildCanaryDeployme
   return isSubset(desired, live) && foreignRunFields(desired, live).length === 0;
 }
 
-/** The canary Service selects the canary's Pods alone: its selector exactly the one built, not narrowed to others. */
-export function serviceAsBuilt(desired: ReturnType<typeof buildCanaryService>, live: unknown): boolean {
+/** The live canary Service's selector has keys beyond the one built: it selects Pods of someone's choosing. */
+export function selectorNarrowed(desired: ReturnType<typeof buildCanaryService>, live: unknown): boolean {
   const selector = (live as { spec?: { selector?: Record<string, string> } })?.spec?.selector ?? {};
-  return isSubset(desired, live) && Object.keys(selector).length === Object.keys(desired.spec.selector).length;
+  return Object.keys(selector).some((k) => !(k in desired.spec.selector));
+}
+
+/** The canary Service selects the canary's Pods alone: every field built, its selector not narrowed. */
+export function serviceAsBuilt(desired: ReturnType<typeof buildCanaryService>, live: unknown): boolean {
+  return isSubset(desired, live) && !selectorNarrowed(desired, live);
 }
 
 /** What a rollout asks of the model's round: its canary at this size, and this share at this step. */

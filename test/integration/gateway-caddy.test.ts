@@ -338,19 +338,13 @@ describe("the canary's one writer, the model's round", () => {
       60_000,
     );
     expect(canaryShare(running, built)).toBe(50);
-    // The tenant runs another image under the canary's name and labels.
-    k.kubectl(
-      '-n',
-      own,
-      'patch',
-      'deployment',
-      'edited-canary',
-      '--type=json',
-      '-p',
-      JSON.stringify([
-        { op: 'replace', path: '/spec/template/spec/containers/0/image', value: 'registry.example/miner:1' },
-      ]),
-    );
+    // The tenant edits the canary in place, as kubectl lets it in its own namespace.
+    const edit = (kind: string, type: 'json' | 'merge', patch: unknown) =>
+      k.kubectl('-n', own, 'patch', kind, 'edited-canary', `--type=${type}`, '-p', JSON.stringify(patch));
+    // Another image under the canary's name and labels.
+    edit('deployment', 'json', [
+      { op: 'replace', path: '/spec/template/spec/containers/0/image', value: 'registry.example/miner:1' },
+    ]);
     await eventually(
       'the edited Pod ready',
       () => {
@@ -380,16 +374,9 @@ describe("the canary's one writer, the model's round", () => {
 
     // A command beside the fields the operator sets: an apply would keep it, so the canary is made again.
     const uid = k.get('deployment', own, 'edited-canary').metadata.uid;
-    k.kubectl(
-      '-n',
-      own,
-      'patch',
-      'deployment',
-      'edited-canary',
-      '--type=json',
-      '-p',
-      JSON.stringify([{ op: 'add', path: '/spec/template/spec/containers/0/command', value: ['sh', '-c', 'mine'] }]),
-    );
+    edit('deployment', 'json', [
+      { op: 'add', path: '/spec/template/spec/containers/0/command', value: ['sh', '-c', 'mine'] },
+    ]);
     await eventually('the command seen', async () => ((await round())?.edited ? true : undefined));
     expect((await sync()).changes).toEqual([
       'canary Deployment made again (it ran model.command)',
@@ -401,16 +388,7 @@ describe("the canary's one writer, the model's round", () => {
     await asBuiltAgain('made again, ready');
 
     // The canary Service narrowed to Pods of the tenant's choosing: made again too.
-    k.kubectl(
-      '-n',
-      own,
-      'patch',
-      'service',
-      'edited-canary',
-      '--type=merge',
-      '-p',
-      JSON.stringify({ spec: { selector: { mine: 'yes' } } }),
-    );
+    edit('service', 'merge', { spec: { selector: { mine: 'yes' } } });
     await eventually('the narrowed Service seen', async () => ((await round())?.edited ? true : undefined));
     expect((await sync()).changes).toEqual(['canary Service made again (its selector was narrowed)']);
     expect(k.get('service', own, 'edited-canary').spec.selector.mine).toBeUndefined();

@@ -8,6 +8,9 @@ import { afterAll, beforeAll, inject } from 'vitest';
 import { ReconcileMetrics } from '../../src/process/reconcile-metrics.js';
 import type { FakeCluster } from './fake-cluster.js';
 import { registerSearchAttributes } from './temporal.js';
+import { workflowIdFor } from '../../src/core/api.js';
+import type { WorkflowConfig } from '../../src/core/reconcile-timing.js';
+import type { MachineModelWorkflowInput } from '../../workflows/definitions.js';
 
 export interface WorkflowTestEnv {
   env: TestWorkflowEnvironment;
@@ -58,4 +61,18 @@ async function workflowTestEnv(): Promise<WorkflowTestEnv & { teardown(): Promis
     },
     teardown: () => env.teardown(),
   };
+}
+
+/** Starts the workflow of model default/m on `taskQueue`, under an id of its own. */
+export function startModelWorkflow(
+  env: TestWorkflowEnvironment,
+  taskQueue: string,
+  config: Partial<WorkflowConfig> = {},
+) {
+  const input: MachineModelWorkflowInput = { namespace: 'default', name: 'm', config };
+  return env.client.workflow.start('machineModelWorkflow', {
+    taskQueue,
+    workflowId: `${workflowIdFor('default', 'm')}-${randomUUID()}`,
+    args: [input],
+  });
 }

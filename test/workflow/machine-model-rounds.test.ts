@@ -1,29 +1,16 @@
-import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { roundsOfWorkflow } from '../../src/cli/model-workflows.js';
-import { workflowIdFor } from '../../src/core/api.js';
 import type { WorkflowConfig } from '../../src/core/reconcile-timing.js';
-import {
-  reconcileNowUpdate,
-  reconcileSignal,
-  stateQuery,
-  type MachineModelWorkflowInput,
-} from '../../workflows/definitions.js';
+import { reconcileNowUpdate, reconcileSignal, stateQuery } from '../../workflows/definitions.js';
 import { eventually } from '../support/eventually.js';
 import { localActivitiesOf, patchMarkersOf, type RecordedHistory } from '../support/histories.js';
 import { FakeCluster } from '../support/fake-cluster.js';
-import { useWorkflowTestEnv } from '../support/workflow-env.js';
+import { startModelWorkflow, useWorkflowTestEnv } from '../support/workflow-env.js';
 
 const wf = useWorkflowTestEnv();
 
-function start(taskQueue: string, config: Partial<WorkflowConfig> = {}) {
-  const input: MachineModelWorkflowInput = { namespace: 'default', name: 'm', config };
-  return wf.env.client.workflow.start('machineModelWorkflow', {
-    taskQueue,
-    workflowId: `${workflowIdFor('default', 'm')}-${randomUUID()}`,
-    args: [input],
-  });
-}
+const start = (taskQueue: string, config: Partial<WorkflowConfig> = {}) =>
+  startModelWorkflow(wf.env, taskQueue, config);
 
 describe('machineModelWorkflow rounds: echoes, coalescing, run length, steps', () => {
   it("ignores the watch event of its own round's write, from whichever replica it comes, and not anyone else's", async () => {

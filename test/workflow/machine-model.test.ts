@@ -8,25 +8,18 @@ import {
   reconcileNowUpdate,
   reconcileSignal,
   stateQuery,
-  type MachineModelWorkflowInput,
   type RoundOutcome,
 } from '../../workflows/definitions.js';
 import { startOptions } from '../../src/informer/workflow-client.js';
 import { eventually } from '../support/eventually.js';
 import { patchMarkersOf, type RecordedHistory } from '../support/histories.js';
 import { FakeCluster } from '../support/fake-cluster.js';
-import { useWorkflowTestEnv } from '../support/workflow-env.js';
+import { startModelWorkflow, useWorkflowTestEnv } from '../support/workflow-env.js';
 
 const wf = useWorkflowTestEnv();
 
-function start(taskQueue: string, config: Partial<WorkflowConfig> = {}) {
-  const input: MachineModelWorkflowInput = { namespace: 'default', name: 'm', config };
-  return wf.env.client.workflow.start('machineModelWorkflow', {
-    taskQueue,
-    workflowId: `${workflowIdFor('default', 'm')}-${randomUUID()}`,
-    args: [input],
-  });
-}
+const start = (taskQueue: string, config: Partial<WorkflowConfig> = {}) =>
+  startModelWorkflow(wf.env, taskQueue, config);
 
 describe('machineModelWorkflow', () => {
   it('applies children and reports Ready; without a gateway it adds no finalizer', async () => {
