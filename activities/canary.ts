@@ -114,7 +114,8 @@ export function syncCanaryActivity(deps: ActivityDeps) {
       kind: live.kind,
       why,
     });
-    await kube.delete(live, live.metadata?.uid);
+    // The object as read, no later version: a newer round's, or another owner's since, stays.
+    await kube.delete(live, live.metadata?.uid, live.metadata?.resourceVersion);
   }
 
   return async function syncCanary(input: {
