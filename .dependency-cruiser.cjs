@@ -5,6 +5,7 @@
 //   src/informer    watch -> filter -> signal: src/core, src/process, the workflows' contract
 //   src/process     config, clients, logging, metrics: src/core
 //   src/cli         mmctl's reads and output: src/core, src/process, the workflows' contract (no activities)
+//   src/fetch       the fetch-model init container's download into the node cache: src/core only
 //   src/*.ts        entry points: anything above
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
@@ -54,9 +55,16 @@ module.exports = {
       to: { path: '^(activities/|src/informer/|src/[^/]+\\.ts$)' },
     },
     {
+      name: 'fetcher-stands-alone',
+      comment: "the fetcher runs in a model's Pod: no Temporal, no Kubernetes client, no operator process",
+      severity: 'error',
+      from: { path: '^src/fetch/' },
+      to: { path: '^(workflows/|activities/|src/(informer|process|cli)/|src/[^/]+\\.ts$)' },
+    },
+    {
       name: 'only-mmctl-uses-the-cli',
       severity: 'error',
-      from: { path: '^(src/(core|process|informer)|workflows|activities)/' },
+      from: { path: '^(src/(core|process|informer|fetch)|workflows|activities)/' },
       to: { path: '^src/cli/' },
     },
     {

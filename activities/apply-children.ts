@@ -30,6 +30,7 @@ import {
   revisionName,
   revisionOf,
   sameRevision,
+  specOfRevision,
   stableRevisionFor,
   type Revision,
 } from '../src/core/rollout.js';
@@ -157,7 +158,7 @@ export function applyChildrenActivity({ kube, build }: ActivityDeps) {
     try {
       const live = await readChecked(ref, 'apps/v1', 'Deployment');
       stable = stableRevisionFor(spec, live && deployedRevision(live as V1Deployment), options.promoted);
-      const desired = buildDeployment(ref, { ...spec, ...stable }, build, live?.spec?.replicas);
+      const desired = buildDeployment(ref, specOfRevision(spec, stable), build, live?.spec?.replicas);
       const deployment = await ensure(desired, live, changes, written);
       const service = await readChecked(ref, 'v1', 'Service');
       await ensure(buildService(ref, spec), service, changes, written);

@@ -29,7 +29,17 @@ export type Phase = 'Pending' | 'Deploying' | 'Ready' | 'Failed' | 'Deleting';
 
 export interface MachineModelSpec {
   image: string;
-  modelPath: string;
+  /** A path inside the image where the weights are baked in; or, instead, storageUri. */
+  modelPath?: string;
+  /**
+   * Where the weights are stored (docs/model-storage.md): s3://bucket/key, https://…, or
+   * pvc://claim/path. Fetched once per node into a cache the model's Pods mount; one of this or modelPath.
+   */
+  storageUri?: string;
+  /** The artifact's expected SHA-256 (hex): a fetched artifact that differs is never served. */
+  sha256?: string;
+  /** A Secret in the model's namespace with the store's endpoint, region and credentials (AWS_* keys). */
+  storageSecret?: string;
   /** Quantities as in a Pod: a string ("500m", "4Gi") or a whole number. */
   resources: { cpu: string | number; memory: string | number; gpu?: number };
   minReplicas?: number;

@@ -13,7 +13,7 @@ import {
   type BuildOptions,
 } from './desired-state.js';
 import { readinessOf, type DeploymentView } from './readiness.js';
-import { canaryReplicas, revisionName, type Revision } from './rollout.js';
+import { canaryReplicas, revisionName, specOfRevision, type Revision } from './rollout.js';
 
 export const canaryName = (model: string) => `${model}-canary`;
 
@@ -28,7 +28,7 @@ export function buildCanaryDeployment(
   replicas: number,
   opts: BuildOptions,
 ) {
-  const d = buildDeployment(ref, { ...spec, ...revision, replicas }, opts);
+  const d = buildDeployment(ref, { ...specOfRevision(spec, revision), replicas }, opts);
   const labels = canaryLabels(ref.name, revision);
   return {
     ...d,

@@ -3,7 +3,9 @@
 // The Deployment's status says only how many replicas are ready; the kubelet writes why the others
 // are not into each Pod: an image it cannot pull, a container that exits (or is killed for memory),
 // a readiness probe that has not passed. Read at once, these turn a ten-minute wait for the progress
-// deadline into a clear message.
+// deadline into a clear message. A model in storage has its fetch-model init container first
+// (model-source.ts): its failures are the model's, in the store's words.
+import { fetchContainerName, fetchExitCodes } from './model-source.js';
 
 export interface ContainerStateView {
   waiting?: { reason?: string; message?: string };
@@ -24,7 +26,7 @@ export interface ContainerStatusView {
 export interface PodHealthView {
   metadata?: { name?: string; deletionTimestamp?: unknown };
   spec?: { containers?: { name: string; resources?: { limits?: Record<string, string> } }[] };
-  status?: { containerStatuses?: ContainerStatusView[] };
+  status?: { containerStatuses?: ContainerStatusView[]; initContainerStatuses?: ContainerStatusView[] };
 }
 
 export type ContainerTrouble =
@@ -46,7 +48,13 @@ export type ContainerTrouble =
   /** The runtime cannot create or start the container (a missing ConfigMap, an invalid command...). */
   | { kind: 'cannot-start'; pods: number; container: string; reason: string; message: string }
   /** Running, not ready: still loading, or a readiness probe that fails. Progressing, not failed. */
-  | { kind: 'not-ready'; pods: number; container: string; probeMessage?: string };
+  | { kind: 'not-ready'; pods: number; container: string; probeMessage?: string }
+  /** The model's artifact cannot be had (not found, forbidden, bad credentials, no Secret, a wrong sum): a person must act. */
+  | { kind: 'model-unavailable'; pods: number; container: string; message: string }
+  /** Fetching the artifact failed in a way that passes (5xx, throttling, a timeout): the kubelet tries again. */
+  | { kind: 'fetch-retrying'; pods: number; container: string; attempt: number; message: string }
+  /** The artifact is being fetched into the node's cache. */
+  | { kind: 'fetching'; pods: number; container: string };
 
 const imagePullReasons: ReadonlySet<string> = new Set([
   'ErrImagePull',
@@ -66,8 +74,44 @@ type Found = { pod: PodHealthView; status: ContainerStatusView };
 
 /** The most serious trouble among the live Pods, or undefined when every container is ready or starting. */
 export function containerTroubles(pods: PodHealthView[]): ContainerTrouble | undefined {
+  const t = anyContainerTrouble(pods);
+  if (t?.container !== fetchContainerName) return t ?? fetching(pods);
+  if (t.kind === 'crash-loop' && t.exitCode === fetchExitCodes.retrying)
+    return {
+      kind: 'fetch-retrying',
+      pods: t.pods,
+      container: t.container,
+      attempt: t.restarts + 1,
+      message: t.message ?? '',
+    };
+  if (t.kind === 'crash-loop' || t.kind === 'cannot-start')
+    return {
+      kind: 'model-unavailable',
+      pods: t.pods,
+      container: t.container,
+      message: ('message' in t && t.message) || t.kind,
+    };
+  return t;
+}
+
+/** Pods whose fetch-model init container runs: the artifact is on its way. */
+function fetching(pods: PodHealthView[]): ContainerTrouble | undefined {
+  const n = pods.filter(
+    (p) =>
+      !p.metadata?.deletionTimestamp &&
+      p.status?.initContainerStatuses?.some((s) => s.name === fetchContainerName && !!s.state?.running),
+  ).length;
+  return n > 0 ? { kind: 'fetching', pods: n, container: fetchContainerName } : undefined;
+}
+
+function anyContainerTrouble(pods: PodHealthView[]): ContainerTrouble | undefined {
   const live = pods.filter((p) => !p.metadata?.deletionTimestamp);
-  const all: Found[] = live.flatMap((pod) => (pod.status?.containerStatuses ?? []).map((status) => ({ pod, status })));
+  const all: Found[] = live.flatMap((pod) =>
+    [...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])].map((status) => ({
+      pod,
+      status,
+    })),
+  );
   const matching = (test: (s: ContainerStatusView) => boolean) => all.filter((f) => test(f.status));
   const podCount = (found: Found[]) => new Set(found.map((f) => f.pod)).size;
 
@@ -144,6 +188,12 @@ export function describeTrouble(t: ContainerTrouble, details = true): string {
       return `container ${t.container} cannot start (${t.reason}, ${pods})${detail(t.message)}`;
     case 'not-ready':
       return `container ${t.container} is running but not ready (${pods})${detail(t.probeMessage)}`;
+    case 'model-unavailable':
+      return `the model cannot be fetched (${pods})${detail(t.message)}`;
+    case 'fetch-retrying':
+      return `fetching the model failed, retrying (attempt ${t.attempt}, ${pods})${detail(t.message)}`;
+    case 'fetching':
+      return `fetching the model into the node's cache (${pods})`;
   }
 }
 
@@ -153,11 +203,14 @@ export const troubleReasons: Record<ContainerTrouble['kind'], string> = {
   'crash-loop': 'CrashLoopBackOff',
   'cannot-start': 'ContainerCannotStart',
   'not-ready': 'ContainerNotReady',
+  'model-unavailable': 'ModelUnavailable',
+  'fetch-retrying': 'ModelFetchRetrying',
+  fetching: 'ModelFetching',
 };
 
 /** Troubles that need a person: the model is Failed (and Stalled) until the spec or the cluster changes. */
 export function needsAPerson(t: ContainerTrouble): boolean {
-  return t.kind !== 'not-ready';
+  return t.kind !== 'not-ready' && t.kind !== 'fetch-retrying' && t.kind !== 'fetching';
 }
 
 /** What of a Pod's container health the informer compares between events: a change wakes the model. */

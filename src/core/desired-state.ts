@@ -9,6 +9,17 @@ import {
   type ModelRef,
 } from './api.js';
 import { sameQuantity } from './validation.js';
+import {
+  artifactName,
+  cacheFolder,
+  cacheVolumeName,
+  fetchContainerName,
+  isFetched,
+  modelLocation,
+  modelMountPath,
+  modelSource,
+  type ModelSource,
+} from './model-source.js';
 
 export interface BuildOptions {
   /** Extended resource name for GPUs (e.g. nvidia.com/gpu, amd.com/gpu). */
@@ -16,12 +27,18 @@ export interface BuildOptions {
   clusterDomain: string;
   /** Target average CPU utilisation (percent) for the autoscaler. */
   targetCPUUtilization: number;
+  /** The image whose fetcher (dist/src/fetcher.js) fetches a storageUri's artifact: the operator's own. */
+  fetcherImage: string;
+  /** The nodes' model cache: a folder a namespace each, which the fetcher fills and the model reads. */
+  modelCacheDir: string;
 }
 
 export const defaultBuildOptions: BuildOptions = {
   gpuResourceName: 'nvidia.com/gpu',
   clusterDomain: 'cluster.local',
   targetCPUUtilization: 80,
+  fetcherImage: 'machinemodel-operator:0.2.0',
+  modelCacheDir: '/var/lib/machinemodel-operator/models',
 };
 
 interface Endpoint {
@@ -39,14 +56,19 @@ const endpoints: Record<EndpointType, Endpoint> = {
 
 /** Spec with the CRD's defaults filled in, for objects that predate them. */
 export function withDefaults(spec: MachineModelSpec): Required<
-  Omit<MachineModelSpec, 'resources' | 'gateway' | 'replicas' | 'rollout'>
+  Omit<MachineModelSpec, 'resources' | 'gateway' | 'replicas' | 'rollout' | 'storageUri' | 'sha256' | 'storageSecret'>
 > & {
   resources: { cpu: string; memory: string; gpu: number };
   replicas?: number;
+  /** Where the weights come from (model-source.ts). */
+  source: ModelSource;
+  storageSecret?: string;
 } {
   return {
     image: spec.image,
-    modelPath: spec.modelPath,
+    modelPath: modelLocation(spec),
+    source: modelSource(modelLocation(spec)),
+    storageSecret: spec.storageSecret,
     resources: {
       cpu: String(spec.resources.cpu),
       memory: String(spec.resources.memory),
@@ -105,6 +127,60 @@ const restrictedPod = { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefa
 const restrictedContainer = { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } };
 
 /**
+ * What the model's Pods need for a model in storage: the model container's environment and mounts, and
+ * for an artifact to fetch, the init container that fetches it into the node's cache (once per node:
+ * it finds a verified artifact there and fetches nothing) before the model starts.
+ */
+function modelStorage(ref: ModelRef, source: ModelSource, secret: string | undefined, opts: BuildOptions) {
+  if (source.kind === 'path') return { env: [{ name: 'MODEL_PATH', value: source.path }] };
+  const mount = { name: cacheVolumeName, mountPath: modelMountPath, readOnly: true };
+  if (source.kind === 'pvc')
+    return {
+      env: [
+        { name: 'MODEL_PATH', value: `${modelMountPath}/${source.path}` },
+        { name: 'STORAGE_URI', value: source.uri },
+      ],
+      mounts: [mount],
+      volumes: [{ name: cacheVolumeName, persistentVolumeClaim: { claimName: source.claim, readOnly: true } }],
+    };
+  const file = `${cacheFolder(source)}/${artifactName(source)}`;
+  const location = modelLocation({ storageUri: source.uri, sha256: source.sha256 });
+  return {
+    env: [
+      { name: 'MODEL_PATH', value: `${modelMountPath}/${file}` },
+      { name: 'STORAGE_URI', value: location },
+    ],
+    mounts: [mount],
+    // The namespace's own folder: a tenant's Pods never see another namespace's artifacts.
+    volumes: [
+      {
+        name: cacheVolumeName,
+        hostPath: { path: `${opts.modelCacheDir}/${ref.namespace}`, type: 'DirectoryOrCreate' },
+      },
+    ],
+    initContainers: [
+      {
+        name: fetchContainerName,
+        image: opts.fetcherImage,
+        args: [
+          'dist/src/fetcher.js',
+          `--uri=${source.uri}`,
+          ...(source.sha256 ? [`--sha256=${source.sha256}`] : []),
+          `--dest=/cache/${file}`,
+        ],
+        // The store's endpoint, region and credentials, read by the fetcher alone: never in the spec.
+        ...(secret ? { envFrom: [{ secretRef: { name: secret } }] } : {}),
+        volumeMounts: [{ name: cacheVolumeName, mountPath: '/cache' }],
+        // The kubelet makes the cache folder root's: the fetcher writes as root, with no capability.
+        securityContext: { ...restrictedContainer, runAsUser: 0, runAsNonRoot: false, readOnlyRootFilesystem: true },
+        resources: { requests: { cpu: '100m', memory: '128Mi' }, limits: { memory: '256Mi' } },
+        terminationMessagePolicy: 'FallbackToLogsOnError',
+      },
+    ],
+  };
+}
+
+/**
  * The Deployment. A fixed size (`spec.replicas`) is what it says. Without an autoscaler the operator
  * owns `replicas` (= minReplicas). With one it keeps whatever the autoscaler chose (`liveReplicas`),
  * clamped to the bounds, so the two never fight.
@@ -118,6 +194,7 @@ export function buildDeployment(ref: ModelRef, spec: MachineModelSpec, opts: Bui
       ? Math.min(Math.max(liveReplicas ?? s.minReplicas, s.minReplicas), s.maxReplicas)
       : s.minReplicas);
   const gpu = s.resources.gpu > 0 ? { [opts.gpuResourceName]: String(s.resources.gpu) } : {};
+  const storage = modelStorage(ref, s.source, s.storageSecret, opts);
   const probe =
     s.endpointType === 'REST'
       ? { httpGet: { path: '/healthz', port: e.portName } }
@@ -135,16 +212,19 @@ export function buildDeployment(ref: ModelRef, spec: MachineModelSpec, opts: Bui
           // A model server needs no Kubernetes API: no token to steal from it.
           automountServiceAccountToken: false,
           securityContext: restrictedPod,
+          ...(storage.initContainers ? { initContainers: storage.initContainers } : {}),
+          ...(storage.volumes ? { volumes: storage.volumes } : {}),
           containers: [
             {
               name: 'model',
               securityContext: restrictedContainer,
               image: s.image,
               env: [
-                { name: 'MODEL_PATH', value: s.modelPath },
+                ...storage.env,
                 { name: 'MODEL_NAME', value: ref.name },
                 { name: 'PORT', value: String(e.containerPort) },
               ],
+              ...(storage.mounts ? { volumeMounts: storage.mounts } : {}),
               ports: [{ name: e.portName, containerPort: e.containerPort, protocol: 'TCP' }],
               resources: {
                 requests: { cpu: s.resources.cpu, memory: s.resources.memory, ...gpu },

@@ -2,26 +2,36 @@
 // the canary at each step. Pure and workflow-safe (docs/rollouts.md tells the whole story).
 import type { MachineModelSpec, RolloutAnalysis, RolloutSpec } from './api.js';
 import { describeTrouble, needsAPerson, type ContainerTrouble } from './container-troubles.js';
+import { modelLocation } from './model-source.js';
 
 /** What a rollout moves between: the fields that make a new version of the model. */
 export interface Revision {
   image: string;
+  /** The model's location (model-source.ts): the modelPath, or the storageUri with its expected sum. */
   modelPath: string;
 }
 
-export const revisionOf = (spec: Pick<MachineModelSpec, 'image' | 'modelPath'>): Revision => ({
+export const revisionOf = (
+  spec: Pick<MachineModelSpec, 'image' | 'modelPath' | 'storageUri' | 'sha256'>,
+): Revision => ({
   image: spec.image,
-  modelPath: spec.modelPath,
+  modelPath: modelLocation(spec),
 });
+
+/** The spec a revision's Deployment is built from: the spec's other fields, that revision's image and model. */
+export function specOfRevision<S extends MachineModelSpec>(spec: S, r: Revision): S {
+  return { ...spec, image: r.image, modelPath: r.modelPath, storageUri: undefined, sha256: undefined };
+}
 
 export const sameRevision = (a: Revision, b: Revision): boolean => a.image === b.image && a.modelPath === b.modelPath;
 
-/** The revision a live Deployment runs: its model container's image and MODEL_PATH. */
+/** The revision a live Deployment runs: its model container's image and STORAGE_URI, or MODEL_PATH without one. */
 export function deployedRevision(d: {
   spec?: { template?: { spec?: { containers?: { image?: string; env?: { name: string; value?: string }[] }[] } } };
 }): Revision | undefined {
   const c = d.spec?.template?.spec?.containers?.[0];
-  const modelPath = c?.env?.find((e) => e.name === 'MODEL_PATH')?.value;
+  const env = (name: string) => c?.env?.find((e) => e.name === name)?.value;
+  const modelPath = env('STORAGE_URI') ?? env('MODEL_PATH');
   return c?.image && modelPath !== undefined ? { image: c.image, modelPath } : undefined;
 }
 
@@ -31,7 +41,7 @@ export function deployedRevision(d: {
  * no Deployment yet starts on the spec's, without a canary.
  */
 export function stableRevisionFor(
-  spec: Pick<MachineModelSpec, 'image' | 'modelPath' | 'rollout'>,
+  spec: Pick<MachineModelSpec, 'image' | 'modelPath' | 'storageUri' | 'sha256' | 'rollout'>,
   deployed: Revision | undefined,
   promoted: Revision | undefined,
 ): Revision {
@@ -120,14 +130,14 @@ export function canaryReplicas(stableReplicas: number, weight: number): number {
  * image the model's author did not ask for. Withdrawing the canary's share is always backed.
  */
 export function canaryRequestRefusal(
-  spec: Pick<MachineModelSpec, 'image' | 'modelPath' | 'rollout'>,
+  spec: Pick<MachineModelSpec, 'image' | 'modelPath' | 'storageUri' | 'sha256' | 'rollout'>,
   request: { revision?: Revision; weight?: number },
 ): string | undefined {
   if (request.weight === 0 && !request.revision) return undefined;
   if (!spec.rollout) return 'the MachineModel has no rollout plan';
   const { revision } = request;
   if (revision && !sameRevision(revision, revisionOf(spec)))
-    return `revision ${revision.image} (${revision.modelPath}) is not the spec's ${spec.image} (${spec.modelPath})`;
+    return `revision ${revision.image} (${revision.modelPath}) is not the spec's ${spec.image} (${modelLocation(spec)})`;
   return undefined;
 }
 

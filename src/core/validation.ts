@@ -3,6 +3,7 @@
 // Workflow-safe: pure.
 import type { MachineModelSpec } from './api.js';
 import { validateRollout } from './rollout.js';
+import { modelSource, sha256Pattern, storageUriPattern } from './model-source.js';
 
 const quantityPattern = /^[+-]?(\d+(\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$/;
 
@@ -89,14 +90,47 @@ function validateGateway(g: MachineModelSpec['gateway']): string[] {
   return errors;
 }
 
+export const secretNamePattern = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$';
+
+/** Exactly one of modelPath and storageUri, each well formed (model-source.ts). */
+function validateModelSource(spec: Partial<MachineModelSpec>): string[] {
+  const { modelPath, storageUri, sha256, storageSecret } = spec;
+  const hasPath = modelPath !== undefined;
+  const hasUri = storageUri !== undefined;
+  if (hasPath === hasUri)
+    return [
+      hasPath
+        ? 'spec.modelPath and spec.storageUri are both set: give one (modelPath for weights in the image, storageUri for weights in storage)'
+        : 'spec.modelPath or spec.storageUri is required',
+    ];
+  const errors: string[] = [];
+  if (hasPath) {
+    if (typeof modelPath !== 'string' || modelPath.trim() === '') errors.push('spec.modelPath must not be empty');
+    else if (modelSource(modelPath).kind !== 'path')
+      errors.push(`spec.modelPath "${modelPath}" is a storage URI: give it as spec.storageUri`);
+  } else if (typeof storageUri !== 'string' || !new RegExp(storageUriPattern).test(storageUri)) {
+    errors.push(
+      `spec.storageUri "${String(storageUri)}" must be s3://<bucket>/<key>, https://<host>/<path> or pvc://<claim>/<path>`,
+    );
+  }
+  if (sha256 !== undefined) {
+    if (!hasUri || modelSource(storageUri).kind === 'pvc')
+      errors.push('spec.sha256 applies to an s3:// or https:// storageUri only');
+    else if (!new RegExp(sha256Pattern).test(sha256))
+      errors.push(`spec.sha256 must be 64 lowercase hex digits, got "${sha256}"`);
+  }
+  if (storageSecret !== undefined && (!new RegExp(secretNamePattern).test(storageSecret) || storageSecret.length > 253))
+    errors.push(`spec.storageSecret "${storageSecret}" is not a Secret name`);
+  return errors;
+}
+
 /** Every problem with the spec, as messages a user can act on; empty when valid. */
 export function validateSpec(spec: Partial<MachineModelSpec> | undefined): string[] {
   const errors: string[] = [];
   if (!spec) return ['spec is required'];
   if (typeof spec.image !== 'string' || spec.image === '') errors.push('spec.image is required');
   else if (!imageReference.test(spec.image)) errors.push(`spec.image "${spec.image}" is not a valid image reference`);
-  if (typeof spec.modelPath !== 'string' || spec.modelPath.trim() === '')
-    errors.push('spec.modelPath must not be empty');
+  errors.push(...validateModelSource(spec));
   const r = spec.resources;
   if (!r) {
     errors.push('spec.resources is required');

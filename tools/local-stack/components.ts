@@ -169,6 +169,22 @@ export const statusReaders: GoComponent = {
   firstBuild: 'compiles apimachinery: under a minute',
 };
 
+/**
+ * The local stack's object store (issue 40): SeaweedFS, one binary serving S3 (and its master, volume
+ * and filer), pinned in tools/local-stack/object-store/go.mod. Models name it with storageUri s3://.
+ */
+export const objectStore: GoComponent = {
+  kind: 'go',
+  name: 'object-store',
+  version: 'seaweedfs-20261109',
+  moduleDir: fileURLToPath(new URL('./object-store', import.meta.url)),
+  target: 'github.com/seaweedfs/seaweedfs/weed',
+  binary: 'weed',
+  static: true,
+  purpose: 'SeaweedFS (master, volume, filer and S3 gateway in one process), the S3-compatible object store',
+  firstBuild: 'compiles SeaweedFS: 6 to 9 minutes',
+};
+
 export const allComponents: Component[] = [
   temporalCli,
   temporalTestServer,
@@ -180,6 +196,7 @@ export const allComponents: Component[] = [
   sampleController,
   statusReaders,
   temporalServer,
+  objectStore,
 ];
 
 export function componentDir(c: Component): string {

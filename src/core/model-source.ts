@@ -1,0 +1,92 @@
+// Where a model's weights come from: a path baked into its image (spec.modelPath), or an artifact in
+// object storage or on a volume (spec.storageUri, docs/model-storage.md). Workflow-safe: pure.
+//
+// A revision names its model by one string, its location: the modelPath, or the storageUri with the
+// expected sum appended as "@sha256:<hex>" (read like an image digest). A new storageUri or sha256 is
+// then a new revision, and the stable and canary Deployments of a rollout each build from their own.
+import type { MachineModelSpec } from './api.js';
+
+export type ModelSource =
+  | { kind: 'path'; path: string }
+  /** Fetched into the node's cache by the Pod's fetch-model init container. */
+  | { kind: 's3'; uri: string; bucket: string; key: string; sha256?: string }
+  | { kind: 'https'; uri: string; sha256?: string }
+  /** A volume the Pods mount as it is: nothing to fetch. */
+  | { kind: 'pvc'; uri: string; claim: string; path: string };
+
+const sumSuffix = /@sha256:([0-9a-f]{64})$/;
+export const sha256Pattern = '^[0-9a-f]{64}$';
+export const storageUriPattern =
+  '^(s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/.+|https://[^/\\s]+/.*|pvc://[a-z0-9]([-a-z0-9.]*[a-z0-9])?/.+)$';
+const storageUri = new RegExp(storageUriPattern);
+
+/** The model's location, the revision's name for it: modelPath, or storageUri[@sha256:<sum>]. */
+export function modelLocation(spec: Pick<MachineModelSpec, 'modelPath' | 'storageUri' | 'sha256'>): string {
+  if (!spec.storageUri) return spec.modelPath ?? '';
+  return spec.sha256 ? `${spec.storageUri}@sha256:${spec.sha256}` : spec.storageUri;
+}
+
+/** A location read back: what the Pods mount or fetch. A location that is not a storage URI is a path. */
+export function modelSource(location: string): ModelSource {
+  const sum = sumSuffix.exec(location)?.[1];
+  const uri = sum ? location.slice(0, -'@sha256:'.length - 64) : location;
+  if (!storageUri.test(uri)) return { kind: 'path', path: location };
+  const rest = uri.slice(uri.indexOf('://') + 3);
+  const slash = rest.indexOf('/');
+  const [head, tail] = [rest.slice(0, slash), rest.slice(slash + 1)];
+  if (uri.startsWith('s3://')) return { kind: 's3', uri, bucket: head, key: tail, ...(sum ? { sha256: sum } : {}) };
+  if (uri.startsWith('https://')) return { kind: 'https', uri, ...(sum ? { sha256: sum } : {}) };
+  return { kind: 'pvc', uri, claim: head, path: tail };
+}
+
+/** Whether a source is fetched into the node's cache (not mounted as it is, nor baked in). */
+export function isFetched(s: ModelSource): s is Extract<ModelSource, { kind: 's3' | 'https' }> {
+  return s.kind === 's3' || s.kind === 'https';
+}
+
+/**
+ * The artifact's folder in the namespace's cache: its sum when the spec gives one (two URIs of the same
+ * bytes share it, and a rollback finds it), else a name derived from the URI. The fetcher verifies the
+ * sum before it names the file, so a folder named by a sum holds those bytes or nothing.
+ */
+export function cacheFolder(s: Extract<ModelSource, { kind: 's3' | 'https' }>): string {
+  return s.sha256 ? `sha256-${s.sha256}` : `uri-${fnv1a64(s.uri)}`;
+}
+
+/** The artifact's file name in its folder: the URI's last segment, so a server that looks at the extension sees it. */
+export function artifactName(s: Extract<ModelSource, { kind: 's3' | 'https' }>): string {
+  const last = new URL(s.uri.replace(/^s3:/, 'https:')).pathname.split('/').pop() ?? '';
+  const safe = decodeURIComponent(last).replace(/[^A-Za-z0-9._-]/g, '_');
+  return safe && safe !== '.' && safe !== '..' ? safe : 'model';
+}
+
+/** A short, stable name for a URI (not a security boundary: the folder is the namespace's own). */
+function fnv1a64(text: string): string {
+  let h = 0xcbf29ce484222325n;
+  for (const byte of new TextEncoder().encode(text)) {
+    h ^= BigInt(byte);
+    h = (h * 0x100000001b3n) & 0xffffffffffffffffn;
+  }
+  return h.toString(16).padStart(16, '0');
+}
+
+/** How a failed fetch is reported: `unavailable` needs a person (the spec, the store or its Secret); `retrying` passes by itself. */
+export type FetchFailureKind = 'unavailable' | 'retrying';
+
+/** An HTTP answer of the store that is not the artifact: 5xx and throttling retry, everything else needs a person. */
+export function fetchFailureKind(status: number): FetchFailureKind {
+  return status >= 500 || status === 429 || status === 408 ? 'retrying' : 'unavailable';
+}
+
+/**
+ * The fetcher's exit codes, which the operator reads from the init container's status: a failure
+ * worth retrying exits 75 (EX_TEMPFAIL) and the kubelet's backoff retries it; any other is a model
+ * that cannot be had until a person acts.
+ */
+export const fetchExitCodes = { retrying: 75, unavailable: 1 } as const;
+
+/** The name of the init container that fetches the artifact, and of the cache volume. */
+export const fetchContainerName = 'fetch-model';
+export const cacheVolumeName = 'model-cache';
+/** Where the model container finds the namespace's cache (read-only). */
+export const modelMountPath = '/mnt/models';

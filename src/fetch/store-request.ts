@@ -1,0 +1,48 @@
+// The request for an artifact's bytes from its store: https as it is, s3 signed with AWS Signature V4
+// (any S3-compatible store: path-style addressing on the Secret's endpoint). Credentials are read from
+// the environment the Secret gives, and go nowhere but into the signature.
+import aws4 from 'aws4';
+import type { ModelSource } from '../core/model-source.js';
+
+export interface StoreRequest {
+  url: URL;
+  headers: Record<string, string>;
+}
+
+type Fetched = Extract<ModelSource, { kind: 's3' | 'https' }>;
+
+/** The S3 endpoint: the Secret's AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, else AWS's own for the region. */
+function s3Endpoint(env: NodeJS.ProcessEnv, region: string): URL {
+  const given = env.AWS_ENDPOINT_URL_S3 || env.AWS_ENDPOINT_URL;
+  return new URL(given || `https://s3.${region}.amazonaws.com`);
+}
+
+/** The GET of the artifact from `offset` on (a Range request), signed when the store needs it. */
+export function storeRequest(source: Fetched, offset: number, env: NodeJS.ProcessEnv): StoreRequest {
+  const range: Record<string, string> = offset > 0 ? { Range: `bytes=${offset}-` } : {};
+  if (source.kind === 'https') return { url: new URL(source.uri), headers: range };
+  const region = env.AWS_REGION || env.AWS_DEFAULT_REGION || 'us-east-1';
+  const endpoint = s3Endpoint(env, region);
+  const base = endpoint.pathname.replace(/\/$/, '');
+  const key = source.key.split('/').map(encodeURIComponent).join('/');
+  const url = new URL(`${endpoint.origin}${base}/${encodeURIComponent(source.bucket)}/${key}`);
+  const headers: Record<string, string> = { ...range };
+  const accessKeyId = env.AWS_ACCESS_KEY_ID;
+  const secretAccessKey = env.AWS_SECRET_ACCESS_KEY;
+  // Without keys, an anonymous request: a public bucket needs none.
+  if (!accessKeyId || !secretAccessKey) return { url, headers };
+  const signed = aws4.sign(
+    { host: url.host, path: `${url.pathname}${url.search}`, method: 'GET', service: 's3', region, headers },
+    { accessKeyId, secretAccessKey, ...(env.AWS_SESSION_TOKEN ? { sessionToken: env.AWS_SESSION_TOKEN } : {}) },
+  );
+  return { url, headers: signed.headers as Record<string, string> };
+}
+
+/** The store's own words for a refusal: S3's <Code> and <Message>, or the start of a plain body. */
+export function storeMessage(status: number, body: string): string {
+  const code = /<Code>([^<]*)<\/Code>/.exec(body)?.[1];
+  const message = /<Message>([^<]*)<\/Message>/.exec(body)?.[1];
+  if (code || message) return `${status} ${[code, message].filter(Boolean).join(': ')}`;
+  const text = body.replace(/\s+/g, ' ').trim().slice(0, 200);
+  return text ? `${status} ${text}` : `${status}`;
+}

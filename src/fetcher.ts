@@ -1,0 +1,47 @@
+#!/usr/bin/env node
+// The fetch-model init container of a model in storage (docs/model-storage.md): fetches the artifact
+// into the node's cache, or finds it there, before the model starts.
+//   node dist/src/fetcher.js --uri=<s3://…|https://…> [--sha256=<hex>] --dest=<file in the cache>
+// Logs JSON lines (the last one is the progress the operator shows). Exit codes: 0 fetched or found;
+// 75 a failure worth retrying (the kubelet's backoff retries it); 1 a model that cannot be had.
+import { writeFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { fetchExitCodes, isFetched, modelSource } from './core/model-source.js';
+import { fetchArtifact, FetchFailure } from './fetch/download.js';
+
+const log = (line: Record<string, unknown>) =>
+  process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), ...line })}\n`);
+
+/** The kubelet shows this file's words as the container's termination message. */
+function terminationMessage(message: string): void {
+  try {
+    writeFileSync('/dev/termination-log', message);
+  } catch {
+    // Not in a container: stderr has said it.
+  }
+}
+
+async function main(): Promise<number> {
+  const { values } = parseArgs({
+    options: { uri: { type: 'string' }, sha256: { type: 'string' }, dest: { type: 'string' } },
+  });
+  const location = values.sha256 ? `${values.uri}@sha256:${values.sha256}` : (values.uri ?? '');
+  const source = modelSource(location);
+  if (!values.dest || !isFetched(source)) {
+    const message = `usage: fetcher --uri=<s3://bucket/key|https://…> [--sha256=<hex>] --dest=<file>; got ${values.uri ?? 'no --uri'}`;
+    log({ msg: message });
+    terminationMessage(message);
+    return fetchExitCodes.unavailable;
+  }
+  try {
+    await fetchArtifact({ source, dest: values.dest, env: process.env, log });
+    return 0;
+  } catch (err) {
+    const failure = err instanceof FetchFailure ? err : new FetchFailure('retrying', (err as Error).message);
+    log({ msg: failure.message, kind: failure.kind });
+    terminationMessage(failure.message);
+    return fetchExitCodes[failure.kind];
+  }
+}
+
+process.exitCode = await main();
