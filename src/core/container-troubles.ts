@@ -91,7 +91,8 @@ export function containerTroubles(pods: PodHealthView[]): ContainerTrouble | und
       container: t.container,
       message: ('message' in t && t.message) || t.kind,
     };
-  return t;
+  // An init container has no readiness: running, it is fetching.
+  return t.kind === 'not-ready' ? (fetching(pods) ?? t) : t;
 }
 
 /** Pods whose fetch-model init container runs: the artifact is on its way. */

@@ -8,6 +8,36 @@ const valid: Record<string, unknown> = {
 export const badInputs: { title: string; name?: string; spec: Record<string, unknown>; expect: RegExp }[] = [
   { title: 'missing image', spec: { ...valid, image: undefined }, expect: /image/ },
   { title: 'empty modelPath', spec: { ...valid, modelPath: '' }, expect: /modelPath/ },
+  {
+    title: 'neither modelPath nor storageUri',
+    spec: { ...valid, modelPath: undefined },
+    expect: /modelPath.*storageUri/,
+  },
+  {
+    title: 'both modelPath and storageUri',
+    spec: { ...valid, storageUri: 's3://models/digits.joblib' },
+    expect: /modelPath.*storageUri/,
+  },
+  {
+    title: 'a storageUri of another scheme',
+    spec: { ...valid, modelPath: undefined, storageUri: 'gs://models/digits.joblib' },
+    expect: /storageUri/,
+  },
+  {
+    title: 'a storage URI as modelPath',
+    spec: { ...valid, modelPath: 's3://models/digits.joblib' },
+    expect: /modelPath.*storageUri/,
+  },
+  {
+    title: 'a sha256 that is not 64 hex digits',
+    spec: { ...valid, modelPath: undefined, storageUri: 's3://models/digits.joblib', sha256: 'abc' },
+    expect: /sha256/,
+  },
+  {
+    title: 'a sha256 with a pvc:// storageUri',
+    spec: { ...valid, modelPath: undefined, storageUri: 'pvc://weights/digits.joblib', sha256: 'a'.repeat(64) },
+    expect: /sha256/,
+  },
   { title: 'cpu: "lots"', spec: { ...valid, resources: { cpu: 'lots', memory: '1Gi' } }, expect: /cpu/ },
   { title: 'cpu: 0', spec: { ...valid, resources: { cpu: 0, memory: '1Gi' } }, expect: /cpu/ },
   { title: 'memory: 1.5', spec: { ...valid, resources: { cpu: '1', memory: 1.5 } }, expect: /memory/ },

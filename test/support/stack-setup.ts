@@ -1,7 +1,13 @@
 import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import type { TestProject } from 'vitest/node';
-import { binaryPath, cacheRoot, temporalServer } from '../../tools/local-stack/components.js';
+import {
+  binaryPath,
+  cacheRoot,
+  objectStore,
+  temporalServer,
+  type Component,
+} from '../../tools/local-stack/components.js';
 import { ensureInstalled } from '../../tools/local-stack/install.js';
 import { pidAlive } from '../../tools/local-stack/processes.js';
 import { down, up, type StackInfo } from '../../tools/local-stack/stack.js';
@@ -36,16 +42,20 @@ async function sweepAbandoned(): Promise<void> {
 export default async function setup(project: TestProject) {
   await sweepAbandoned();
   const stateDir = process.env.MMO_TEST_STACK_DIR ?? path.join(cacheRoot, `${prefix}${process.pid}`);
-  const stack = await up({ stateDir, ports: 'auto', fresh: true });
+  const stack = await up({ stateDir, ports: 'auto', fresh: true, objectStore: false });
   project.provide('stack', stack);
-  const prebuild = prebuildTemporalServer();
+  const prebuild = prebuildSlowComponents();
   return async () => {
     prebuild.abort();
     await down(stateDir, !process.env.MMO_TEST_STACK_DIR);
   };
 }
 
-const postgresSmoke = 'test/integration/temporal-postgres.test.ts';
+/** The files that need a component whose first build takes many minutes, and that component. */
+const slowBuilds: [string, Component][] = [
+  ['test/e2e/model-storage.test.ts', objectStore],
+  ['test/integration/temporal-postgres.test.ts', temporalServer],
+];
 
 /** The file filters vitest was started with (`vitest run [--project p] [filters…]`). */
 function fileFilters(): string[] {
@@ -54,20 +64,26 @@ function fileFilters(): string[] {
 }
 
 /**
- * On a fresh machine the PostgreSQL smoke's Temporal server is a Go build of many minutes. Built at
- * the lowest CPU priority while the earlier test files run (they mostly wait on the cluster), it is
- * ready or nearly so when the smoke needs it, which waits for this build instead of starting its own.
+ * On a fresh machine the object store (SeaweedFS) and the PostgreSQL smoke's Temporal server are Go
+ * builds of many minutes. Built one after the other at the lowest CPU priority while the earlier test
+ * files run (they mostly wait on the cluster), they are ready or nearly so when a file needs them,
+ * which waits for this build instead of starting its own.
  */
-function prebuildTemporalServer(): AbortController {
+function prebuildSlowComponents(): AbortController {
   const abort = new AbortController();
   const filters = fileFilters();
-  const needed = filters.length === 0 || filters.some((f) => postgresSmoke.includes(f));
-  if (needed && !existsSync(binaryPath(temporalServer)))
-    void ensureInstalled(temporalServer, (line) => console.error(`[prebuild] ${line}`), {
-      background: true,
-      signal: abort.signal,
-    }).catch((err: unknown) => {
-      if (!abort.signal.aborted) console.error(`[prebuild] ${String(err)}; the smoke test builds it itself`);
-    });
+  const needed = slowBuilds
+    .filter(([file]) => filters.length === 0 || filters.some((f) => file.includes(f)))
+    .map(([, c]) => c)
+    .filter((c) => !existsSync(binaryPath(c)));
+  void (async () => {
+    for (const c of needed)
+      await ensureInstalled(c, (line) => console.error(`[prebuild] ${line}`), {
+        background: true,
+        signal: abort.signal,
+      });
+  })().catch((err: unknown) => {
+    if (!abort.signal.aborted) console.error(`[prebuild] ${String(err)}; the test that needs it builds it itself`);
+  });
   return abort;
 }

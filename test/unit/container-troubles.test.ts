@@ -124,3 +124,83 @@ describe('status of a model whose containers cannot run', () => {
     expect(condition(fixed, 'Stalled')).toMatchObject({ status: 'False' });
   });
 });
+
+describe('the fetch-model init container of a model in storage', () => {
+  const modelWaiting = {
+    name: 'model',
+    ready: false,
+    restartCount: 0,
+    state: { waiting: { reason: 'PodInitializing' } },
+  };
+  const fetchPod = (fetch: Partial<ContainerStatusView>): PodHealthView => ({
+    metadata: { name: 'p' },
+    spec: { containers: [{ name: 'model' }] },
+    status: {
+      initContainerStatuses: [{ name: 'fetch-model', ready: false, restartCount: 0, ...fetch }],
+      containerStatuses: [modelWaiting],
+    },
+  });
+  const status = (containers: ReturnType<typeof containerTroubles>) =>
+    computeStatus(undefined, {
+      generation: 1,
+      verdict: { kind: 'progressing' },
+      readiness: { ...readiness(0), containers },
+      now: 't',
+    });
+  const condition = (s: ReturnType<typeof status>, type: string) => s.conditions?.find((c) => c.type === type);
+
+  it("is Failed and Stalled as ModelUnavailable, in the store's words, for a refused fetch", () => {
+    const refused = fetchPod({
+      restartCount: 1,
+      state: { waiting: { reason: 'CrashLoopBackOff' } },
+      lastState: { terminated: { reason: 'Error', exitCode: 1, message: 's3://models/x: 404 NoSuchKey: not found' } },
+    });
+    const t = containerTroubles([refused]);
+    expect(t).toEqual({
+      kind: 'model-unavailable',
+      pods: 1,
+      container: 'fetch-model',
+      message: 's3://models/x: 404 NoSuchKey: not found',
+    });
+    const s = status(t);
+    expect(s.phase).toBe('Failed');
+    expect(condition(s, 'Ready')).toMatchObject({ status: 'False', reason: 'ModelUnavailable' });
+    expect(condition(s, 'Ready')?.message).toContain('404 NoSuchKey');
+    expect(condition(s, 'Stalled')).toMatchObject({ status: 'True', reason: 'ModelUnavailable' });
+  });
+
+  it('is ModelUnavailable for a missing Secret (the kubelet cannot start the fetcher)', () => {
+    const t = containerTroubles([
+      fetchPod({ state: { waiting: { reason: 'CreateContainerConfigError', message: 'secret "store" not found' } } }),
+    ]);
+    expect(t).toMatchObject({ kind: 'model-unavailable', message: 'secret "store" not found' });
+  });
+
+  it('is Reconciling, not Failed, with the attempt and the last error, for a fetch that will be retried', () => {
+    const t = containerTroubles([
+      fetchPod({
+        restartCount: 2,
+        state: { waiting: { reason: 'CrashLoopBackOff' } },
+        lastState: { terminated: { reason: 'Error', exitCode: 75, message: 's3://models/x: 503 SlowDown' } },
+      }),
+    ]);
+    expect(t).toEqual({
+      kind: 'fetch-retrying',
+      pods: 1,
+      container: 'fetch-model',
+      attempt: 3,
+      message: 's3://models/x: 503 SlowDown',
+    });
+    const s = status(t);
+    expect(s.phase).not.toBe('Failed');
+    expect(condition(s, 'Stalled')?.status).not.toBe('True');
+    expect(condition(s, 'Reconciling')).toMatchObject({ status: 'True' });
+    expect(describeTrouble(t!)).toContain('attempt 3');
+  });
+
+  it('says the model is being fetched while the fetcher runs', () => {
+    const t = containerTroubles([fetchPod({ state: { running: { startedAt: 't' } } })]);
+    expect(t).toEqual({ kind: 'fetching', pods: 1, container: 'fetch-model' });
+    expect(status(t).phase).not.toBe('Failed');
+  });
+});

@@ -157,3 +157,72 @@ describe('ownershipOf', () => {
     expect(ownershipOf({ metadata: {} }, ref)).toBe('foreign');
   });
 });
+
+describe('desired state of a model in storage', () => {
+  const sum = 'cd'.repeat(32);
+  const stored = { ...spec, modelPath: undefined, storageUri: 's3://models/digits/v1/digits.joblib', sha256: sum };
+
+  it("fetches into the namespace's own cache folder before the model starts, and mounts it read-only", () => {
+    const pod = buildDeployment(ref, { ...stored, storageSecret: 'store' }, defaultBuildOptions).spec.template.spec;
+    expect(pod.volumes).toEqual([
+      {
+        name: 'model-cache',
+        hostPath: { path: '/var/lib/machinemodel-operator/models/ml', type: 'DirectoryOrCreate' },
+      },
+    ]);
+    const fetch = pod.initContainers![0]!;
+    expect(fetch.name).toBe('fetch-model');
+    expect(fetch.image).toBe(defaultBuildOptions.fetcherImage);
+    expect(fetch.args).toEqual([
+      'dist/src/fetcher.js',
+      '--uri=s3://models/digits/v1/digits.joblib',
+      `--sha256=${sum}`,
+      `--dest=/cache/sha256-${sum}/digits.joblib`,
+    ]);
+    // The Secret's values reach the fetcher alone, by reference: never the model container, never the spec.
+    expect(fetch.envFrom).toEqual([{ secretRef: { name: 'store' } }]);
+    const model = pod.containers[0]!;
+    expect(JSON.stringify(model)).not.toContain('store');
+    expect(model.env).toContainEqual({ name: 'MODEL_PATH', value: `/mnt/models/sha256-${sum}/digits.joblib` });
+    expect(model.env).toContainEqual({
+      name: 'STORAGE_URI',
+      value: `s3://models/digits/v1/digits.joblib@sha256:${sum}`,
+    });
+    expect(model.volumeMounts).toEqual([{ name: 'model-cache', mountPath: '/mnt/models', readOnly: true }]);
+  });
+
+  it('mounts a pvc:// claim as it is, with nothing to fetch', () => {
+    const pod = buildDeployment(
+      ref,
+      { ...spec, modelPath: undefined, storageUri: 'pvc://weights/team/digits.joblib' },
+      defaultBuildOptions,
+    ).spec.template.spec;
+    expect(pod.initContainers).toBeUndefined();
+    expect(pod.volumes).toEqual([
+      { name: 'model-cache', persistentVolumeClaim: { claimName: 'weights', readOnly: true } },
+    ]);
+    expect(pod.containers[0]!.env).toContainEqual({ name: 'MODEL_PATH', value: '/mnt/models/team/digits.joblib' });
+  });
+
+  it("builds a rollout's stable and canary from their own revisions' storage", () => {
+    const canary = buildCanaryDeployment(
+      ref,
+      stored,
+      { image: 'r/m:2', modelPath: 's3://models/digits/v2/digits.joblib' },
+      1,
+      defaultBuildOptions,
+    );
+    expect(canary.spec.template.spec.initContainers![0]!.args).toContain('--uri=s3://models/digits/v2/digits.joblib');
+    expect(canary.spec.template.spec.containers[0]!.env).toContainEqual({
+      name: 'STORAGE_URI',
+      value: 's3://models/digits/v2/digits.joblib',
+    });
+  });
+
+  it('builds a baked-in model exactly as before: no volumes, no init container', () => {
+    const pod = buildDeployment(ref, spec, defaultBuildOptions).spec.template.spec;
+    expect(pod).not.toHaveProperty('volumes');
+    expect(pod).not.toHaveProperty('initContainers');
+    expect(pod.containers[0]!.env[0]).toEqual({ name: 'MODEL_PATH', value: spec.modelPath });
+  });
+});

@@ -1,6 +1,17 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  renameSync,
+  rmSync,
+  statSync,
+} from 'node:fs';
 import path from 'node:path';
 import { cacheRoot } from '../local-stack/components.js';
 import { ensureDebianPackages } from '../local-stack/debian-packages.js';
@@ -182,4 +193,32 @@ function run(cmd: string, args: string[], log: Log): Promise<string> {
       reject(new Error(`${cmd} ${args.slice(0, 6).join(' ')} ... exited with ${code}`));
     });
   });
+}
+
+/** Copies one file out of an image (built first when missing) to `dest`: the model server's trained model, for the object store. */
+export async function extractImageFile(
+  image: Image,
+  file: string,
+  dest: string,
+  log: Log = console.error,
+): Promise<void> {
+  const archive = await ensureImageArchive(image, log);
+  const c = (await buildah(['from', '--quiet', `oci-archive:${archive}`], log)).trim();
+  try {
+    const root = (await buildah(['mount', c], log)).trim();
+    mkdirSync(path.dirname(dest), { recursive: true });
+    copyFileSync(realPathIn(root, file), dest);
+  } finally {
+    await buildah(['rm', c], log).catch(() => undefined);
+  }
+}
+
+/** A path inside a mounted image, its symbolic links followed within the image. */
+function realPathIn(root: string, file: string): string {
+  let p = path.join(root, file);
+  for (let i = 0; i < 10 && lstatSync(p).isSymbolicLink(); i++) {
+    const target = readlinkSync(p);
+    p = path.isAbsolute(target) ? path.join(root, target) : path.join(path.dirname(p), target);
+  }
+  return p;
 }

@@ -16,8 +16,15 @@ import {
   startRealNode,
   type RealNodeInfo,
 } from './real-node.js';
-import { allImages, pauseImage } from '../images/catalog.js';
-import { ensureImageArchive, imageNames } from '../images/build.js';
+import { allImages, modelServerImage, pauseImage } from '../images/catalog.js';
+import { ensureImageArchive, extractImageFile, imageNames } from '../images/build.js';
+import {
+  exposeToPods,
+  sampleModelInImage,
+  seedSampleModel,
+  startObjectStore,
+  type ObjectStoreInfo,
+} from './object-store.js';
 import {
   freePort,
   isRunning,
@@ -53,6 +60,11 @@ export interface StackOptions {
   realNode?: boolean;
   /** `dev` (the default): the Temporal CLI's dev server on SQLite, with the Web UI; `postgres`: the server on PostgreSQL. */
   temporal?: TemporalKind;
+  /**
+   * Run the object store with the digits model in a bucket (the default). The test tier starts it in
+   * the files that need it (startStackObjectStore), so a fresh machine's build of it waits for no other.
+   */
+  objectStore?: boolean;
   log?: (line: string) => void;
 }
 
@@ -90,6 +102,8 @@ export interface StackInfo {
   realNode?: RealNodeInfo;
   /** Why the stack runs simulated pods only, when it does. */
   simulatedOnly?: string;
+  /** The object store, when the stack runs one. */
+  objectStore?: ObjectStoreInfo;
 }
 
 export const defaultStateDir = process.env.MMO_STACK_DIR ?? path.join(cacheRoot, 'stack');
@@ -215,6 +229,7 @@ export async function up(opts: StackOptions): Promise<StackInfo> {
       : Promise.resolve(log(`using the existing cluster of KUBECONFIG=${info.kubeconfig}`));
     const failed = (await Promise.allSettled([temporal, kube])).find((r) => r.status === 'rejected');
     if (failed) throw failed.reason;
+    if ((opts.objectStore ?? true) && managesKube) await startStackObjectStore(info, started, log);
   } catch (err) {
     log(`stack failed to start; stopping what was started`);
     await down(opts.stateDir);
@@ -226,6 +241,49 @@ export async function up(opts: StackOptions): Promise<StackInfo> {
       (info.temporalUiUrl ? `, Web UI ${info.temporalUiUrl}` : ''),
   );
   return info;
+}
+
+/**
+ * Starts the object store of a running stack (unless it runs one), reachable from the real node's Pods
+ * and holding the digits model, and records it in stack.json.
+ */
+export async function startStackObjectStore(
+  info: StackInfo,
+  started: (p: ManagedProcess) => ManagedProcess = (p) => {
+    info.processes.push(p);
+    saveStack(info);
+    return p;
+  },
+  log: (line: string) => void = (line) => console.error(line),
+): Promise<ObjectStoreInfo> {
+  if (info.objectStore) return info.objectStore;
+  log('starting the object store (SeaweedFS)');
+  const store = await startObjectStore(
+    { stateDir: info.stateDir, logFile: logFile(info, 'object-store'), log },
+    started,
+  );
+  if (info.realNode) {
+    exposeToPods(
+      store,
+      {
+        nodeIp: info.realNode.nodeIp,
+        apply: (objects) =>
+          kubectlRun(
+            info,
+            ['apply', '--server-side', '--force-conflicts', '-f', '-'],
+            JSON.stringify({ apiVersion: 'v1', kind: 'List', items: objects }),
+          ),
+        logFile: logFile(info, 'object-store-forwarder'),
+      },
+      started,
+    );
+    const model = path.join(info.stateDir, 'object-store', 'digits.joblib');
+    await extractImageFile(modelServerImage, sampleModelInImage, model, log);
+    await seedSampleModel(store, model);
+  }
+  info.objectStore = store;
+  saveStack(info);
+  return store;
 }
 
 /** Stops every process of the stack (in reverse start order) and forgets them; data stays unless `purge`. */
