@@ -12,10 +12,11 @@ import { fetchArtifact, FetchFailure } from './fetch/download.js';
 const log = (line: Record<string, unknown>) =>
   process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), ...line })}\n`);
 
-/** The kubelet shows this file's words as the container's termination message. */
+/** The kubelet shows this file's words as the container's termination message; it mounts it in every container. */
 function terminationMessage(message: string): void {
   try {
-    writeFileSync('/dev/termination-log', message);
+    // r+: written only where it exists, never made on a machine that runs the fetcher outside a container.
+    writeFileSync('/dev/termination-log', message, { flag: 'r+' });
   } catch {
     // Not in a container: stderr has said it.
   }

@@ -107,6 +107,9 @@ export async function startObjectStore(
         `-s3.port=${s3}`,
         `-s3.port.grpc=${s3Grpc}`,
         `-s3.config=${s3Config}`,
+        // Its Iceberg and Lance servers would listen on fixed ports, which two stacks on a machine share.
+        '-s3.port.iceberg=0',
+        '-s3.port.lance=0',
       ],
       o.logFile,
     ),
