@@ -18,6 +18,7 @@ import {
   Watch,
   type CoreV1Event,
   type KubernetesObject,
+  type V1ContainerStatus,
   type V1Pod,
 } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
@@ -64,9 +65,8 @@ function keepHealthView(obj: KubernetesObject): void {
   const pod = obj as V1Pod;
   const { name, namespace, uid, resourceVersion, labels, deletionTimestamp } = pod.metadata ?? {};
   pod.metadata = { name, namespace, uid, resourceVersion, labels, deletionTimestamp };
-  pod.status = {
-    conditions: pod.status?.conditions?.filter((c) => c.type === 'PodScheduled'),
-    containerStatuses: pod.status?.containerStatuses?.map(({ name, image, ready, restartCount, state, lastState }) => ({
+  const health = (statuses: V1ContainerStatus[] | undefined) =>
+    statuses?.map(({ name, image, ready, restartCount, state, lastState }) => ({
       name,
       image,
       // Required by the type; container-troubles.ts never reads it.
@@ -75,7 +75,13 @@ function keepHealthView(obj: KubernetesObject): void {
       restartCount,
       state,
       lastState,
-    })),
+    }));
+  const init = health(pod.status?.initContainerStatuses);
+  pod.status = {
+    conditions: pod.status?.conditions?.filter((c) => c.type === 'PodScheduled'),
+    containerStatuses: health(pod.status?.containerStatuses),
+    // A model in storage fetches it first: how that fares is the model's health too.
+    ...(init ? { initContainerStatuses: init } : {}),
   };
   const containers = pod.spec?.containers.map(({ name, image, resources }) => ({
     name,
