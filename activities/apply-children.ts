@@ -35,6 +35,7 @@ import {
   type Revision,
 } from '../src/core/rollout.js';
 import type { ActivityDeps } from './deps.js';
+import { fetchProgress } from './fetch-progress.js';
 import { fail, kubeFailure } from './failure.js';
 import { recordEventBestEffort } from './events.js';
 import type { ModelSnapshot } from './read-model.js';
@@ -89,6 +90,10 @@ async function withPodHealth(kube: ActivityDeps['kube'], ref: ModelRef, readines
   });
   const unschedulable = unschedulablePods(pods);
   const containers = containerTroubles(pods);
+  if (containers?.kind === 'fetching') {
+    const progress = await fetchProgress(pods);
+    if (progress) containers.progress = progress;
+  }
   if (containers?.kind === 'not-ready') {
     // The probe's own words are in the kubelet's Events, not in the Pod.
     const unready = pods.find((p) => p.status?.containerStatuses?.some((c) => c.state?.running && !c.ready));

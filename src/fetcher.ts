@@ -5,12 +5,30 @@
 // Logs JSON lines (the last one is the progress the operator shows). Exit codes: 0 fetched or found;
 // 75 a failure worth retrying (the kubelet's backoff retries it); 1 a model that cannot be had.
 import { writeFileSync } from 'node:fs';
+import http from 'node:http';
 import { parseArgs } from 'node:util';
 import { fetchExitCodes, isFetched, modelSource } from './core/model-source.js';
 import { fetchArtifact, FetchFailure } from './fetch/download.js';
 
-const log = (line: Record<string, unknown>) =>
+let progress: Record<string, unknown> = { bytes: 0, rate: 0 };
+
+const log = (line: Record<string, unknown>) => {
+  if (line.msg === 'fetching') progress = { bytes: line.bytes, total: line.total, rate: line.rate };
   process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), ...line })}\n`);
+};
+
+/** Answers GET /progress with the latest progress, for the operator's status while the fetch runs. */
+function serveProgress(port: number): http.Server {
+  const server = http.createServer((req, res) => {
+    const ok = req.method === 'GET' && req.url === '/progress';
+    res.writeHead(ok ? 200 : 404, { 'content-type': 'application/json' });
+    res.end(ok ? JSON.stringify(progress) : '{}');
+  });
+  // Best effort: a port taken is no reason not to fetch.
+  server.on('error', () => undefined);
+  server.listen(port);
+  return server;
+}
 
 /** The kubelet shows this file's words as the container's termination message; it mounts it in every container. */
 function terminationMessage(message: string): void {
@@ -24,7 +42,12 @@ function terminationMessage(message: string): void {
 
 async function main(): Promise<number> {
   const { values } = parseArgs({
-    options: { uri: { type: 'string' }, sha256: { type: 'string' }, dest: { type: 'string' } },
+    options: {
+      uri: { type: 'string' },
+      sha256: { type: 'string' },
+      dest: { type: 'string' },
+      'progress-port': { type: 'string' },
+    },
   });
   const location = values.sha256 ? `${values.uri}@sha256:${values.sha256}` : (values.uri ?? '');
   const source = modelSource(location);
@@ -34,6 +57,8 @@ async function main(): Promise<number> {
     terminationMessage(message);
     return fetchExitCodes.unavailable;
   }
+  const port = Number(values['progress-port']);
+  const server = Number.isInteger(port) && port > 0 ? serveProgress(port) : undefined;
   try {
     await fetchArtifact({ source, dest: values.dest, env: process.env, log });
     return 0;
@@ -42,6 +67,8 @@ async function main(): Promise<number> {
     log({ msg: failure.message, kind: failure.kind });
     terminationMessage(failure.message);
     return fetchExitCodes[failure.kind];
+  } finally {
+    server?.close();
   }
 }
 

@@ -54,7 +54,15 @@ export type ContainerTrouble =
   /** Fetching the artifact failed in a way that passes (5xx, throttling, a timeout): the kubelet tries again. */
   | { kind: 'fetch-retrying'; pods: number; container: string; attempt: number; message: string }
   /** The artifact is being fetched into the node's cache. */
-  | { kind: 'fetching'; pods: number; container: string };
+  | { kind: 'fetching'; pods: number; container: string; progress?: FetchProgress };
+
+/** What a fetcher says of its download (model-source.ts, fetchProgressPort). */
+export interface FetchProgress {
+  bytes: number;
+  total?: number;
+  /** Bytes a second, over this attempt. */
+  rate: number;
+}
 
 const imagePullReasons: ReadonlySet<string> = new Set([
   'ErrImagePull',
@@ -193,9 +201,25 @@ export function describeTrouble(t: ContainerTrouble, details = true): string {
       return `the model cannot be fetched (${pods})${detail(t.message)}`;
     case 'fetch-retrying':
       return `fetching the model failed, retrying (attempt ${t.attempt}, ${pods})${detail(t.message)}`;
-    case 'fetching':
-      return `fetching the model into the node's cache (${pods})`;
+    case 'fetching': {
+      const p = t.progress;
+      const done = p ? `: ${mib(p.bytes)}${p.total ? ` of ${mib(p.total)}` : ''}, ${mib(p.rate)}/s` : '';
+      return `fetching the model into the node's cache (${pods})${details ? done : ''}`;
+    }
   }
+}
+
+const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+
+/** A fetcher's answer read as progress, or undefined: it comes from a tenant's Pod, so numbers only. */
+export function fetchProgressOf(answer: unknown): FetchProgress | undefined {
+  const a = answer as Partial<Record<keyof FetchProgress, unknown>> | undefined;
+  const count = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? Math.round(v) : undefined);
+  const bytes = count(a?.bytes);
+  const rate = count(a?.rate);
+  const total = count(a?.total);
+  if (bytes === undefined || rate === undefined) return undefined;
+  return { bytes, rate, ...(total !== undefined ? { total } : {}) };
 }
 
 /** The Ready condition's reason for a trouble. */

@@ -14,7 +14,7 @@ import {
   cacheFolder,
   cacheVolumeName,
   fetchContainerName,
-  isFetched,
+  fetchProgressPort,
   modelLocation,
   modelMountPath,
   modelSource,
@@ -167,7 +167,9 @@ function modelStorage(ref: ModelRef, source: ModelSource, secret: string | undef
           `--uri=${source.uri}`,
           ...(source.sha256 ? [`--sha256=${source.sha256}`] : []),
           `--dest=/cache/${file}`,
+          `--progress-port=${fetchProgressPort}`,
         ],
+        ports: [{ name: 'fetch-progress', containerPort: fetchProgressPort, protocol: 'TCP' }],
         // The store's endpoint, region and credentials, read by the fetcher alone: never in the spec.
         ...(secret ? { envFrom: [{ secretRef: { name: secret } }] } : {}),
         volumeMounts: [{ name: cacheVolumeName, mountPath: '/cache' }],

@@ -88,5 +88,7 @@ export const fetchExitCodes = { retrying: 75, unavailable: 1 } as const;
 /** The name of the init container that fetches the artifact, and of the cache volume. */
 export const fetchContainerName = 'fetch-model';
 export const cacheVolumeName = 'model-cache';
+/** The fetcher's progress answers on this port of its Pod (GET /progress), which the operator reads while it fetches. */
+export const fetchProgressPort = 9090;
 /** Where the model container finds the namespace's cache (read-only). */
 export const modelMountPath = '/mnt/models';

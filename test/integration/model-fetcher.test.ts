@@ -5,7 +5,6 @@
 import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
-import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -17,69 +16,13 @@ import {
   type ObjectStoreInfo,
 } from '../../tools/local-stack/object-store.js';
 import { stopProcess, type ManagedProcess } from '../../tools/local-stack/processes.js';
+import { CountingProxy } from '../support/counting-proxy.js';
 
 const fetcher = fileURLToPath(new URL('../../dist/src/fetcher.js', import.meta.url));
 const dir = mkdtempSync(path.join(os.tmpdir(), 'mmo-fetcher-'));
 const processes: ManagedProcess[] = [];
 let store: ObjectStoreInfo;
 let proxy: CountingProxy;
-
-/**
- * An HTTP proxy in front of the store that counts the bytes the store sends, and can answer 503 to
- * the next requests (a store under load) or send only part of a body and cut it (a broken transfer).
- */
-class CountingProxy {
-  bytes = 0;
-  failNext = 0;
-  requests = 0;
-  /** Bytes a second the store's answers are slowed to, when set. */
-  throttle = 0;
-  private constructor(
-    private readonly server: http.Server,
-    readonly endpoint: string,
-  ) {}
-
-  static async start(upstream: string): Promise<CountingProxy> {
-    const target = new URL(upstream);
-    let self: CountingProxy | undefined;
-    const server = http.createServer((req, res) => {
-      const p = self!;
-      p.requests++;
-      if (p.failNext > 0) {
-        p.failNext--;
-        res.writeHead(503, { 'content-type': 'application/xml' });
-        res.end('<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>');
-        return;
-      }
-      const up = http.request(
-        { host: target.hostname, port: target.port, path: req.url, method: req.method, headers: req.headers },
-        (r) => {
-          res.writeHead(r.statusCode ?? 502, r.headers);
-          r.on('data', (chunk: Buffer) => {
-            p.bytes += chunk.length;
-            if (!p.throttle) return;
-            r.pause();
-            setTimeout(() => r.resume(), (chunk.length / p.throttle) * 1000);
-          });
-          r.pipe(res);
-          // A client gone (a killed fetcher) stops the transfer, as a store's connection would.
-          res.on('close', () => r.destroy());
-        },
-      );
-      req.pipe(up);
-      up.on('error', () => res.destroy());
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const port = (server.address() as { port: number }).port;
-    self = new CountingProxy(server, `http://127.0.0.1:${port}`);
-    return self;
-  }
-
-  stop(): Promise<void> {
-    this.server.closeAllConnections();
-    return new Promise((resolve) => this.server.close(() => resolve()));
-  }
-}
 
 interface Run {
   code: number | null;

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import {
   containerTroubles,
   describeTrouble,
+  fetchProgressOf,
   troubleFingerprint,
   type ContainerStatusView,
   type PodHealthView,
@@ -202,5 +203,17 @@ describe('the fetch-model init container of a model in storage', () => {
     const t = containerTroubles([fetchPod({ state: { running: { startedAt: 't' } } })]);
     expect(t).toEqual({ kind: 'fetching', pods: 1, container: 'fetch-model' });
     expect(status(t).phase).not.toBe('Failed');
+  });
+
+  it("shows the fetcher's progress, and takes only numbers from its answer (a tenant's Pod)", () => {
+    const progress = fetchProgressOf({ bytes: 64 * 2 ** 20, total: 256 * 2 ** 20, rate: 16 * 2 ** 20, extra: 'x' });
+    expect(progress).toEqual({ bytes: 64 * 2 ** 20, total: 256 * 2 ** 20, rate: 16 * 2 ** 20 });
+    expect(describeTrouble({ kind: 'fetching', pods: 1, container: 'fetch-model', progress })).toBe(
+      "fetching the model into the node's cache (1 pod): 64.0 MiB of 256.0 MiB, 16.0 MiB/s",
+    );
+    expect(fetchProgressOf({ bytes: '1e9', rate: 1 })).toBeUndefined();
+    expect(fetchProgressOf({ bytes: -1, rate: 1 })).toBeUndefined();
+    expect(fetchProgressOf('<script>')).toBeUndefined();
+    expect(fetchProgressOf({ bytes: 1, rate: 2, total: 'lots' })).toEqual({ bytes: 1, rate: 2 });
   });
 });

@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import {
   buildAutoscaler,
@@ -178,6 +180,7 @@ describe('desired state of a model in storage', () => {
       '--uri=s3://models/digits/v1/digits.joblib',
       `--sha256=${sum}`,
       `--dest=/cache/sha256-${sum}/digits.joblib`,
+      '--progress-port=9090',
     ]);
     // The Secret's values reach the fetcher alone, by reference: never the model container, never the spec.
     expect(fetch.envFrom).toEqual([{ secretRef: { name: 'store' } }]);
@@ -224,5 +227,15 @@ describe('desired state of a model in storage', () => {
     expect(pod).not.toHaveProperty('volumes');
     expect(pod).not.toHaveProperty('initContainers');
     expect(pod.containers[0]!.env[0]).toEqual({ name: 'MODEL_PATH', value: spec.modelPath });
+  });
+});
+
+describe('the fetcher image', () => {
+  it("is the image the operator's Deployment runs, so that the fetcher is the operator's own version", () => {
+    const deployment = readFileSync(
+      fileURLToPath(new URL('../../deploy/operator/deployment.yaml', import.meta.url)),
+      'utf8',
+    );
+    expect(deployment).toContain(`image: ${defaultBuildOptions.fetcherImage}\n`);
   });
 });

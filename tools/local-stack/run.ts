@@ -19,6 +19,7 @@ import { cpuUsageAnnotation } from './metrics-server.js';
 import { PrerequisiteError } from './install.js';
 import { portInUse } from './processes.js';
 import { defaultStateDir, envPort, kubectlRun, up, type StackInfo } from './stack.js';
+import { storeSecret } from './object-store.js';
 
 const repo = (p: string) => fileURLToPath(new URL(`../../${p}`, import.meta.url));
 
@@ -64,6 +65,8 @@ async function main(): Promise<void> {
     // The example's namespace runs on the real node; Caddy, on this host, reaches models by cluster IP.
     kubectl('annotate', 'namespace', 'default', '--overwrite', ...realNodeAnnotationArgs);
     process.env.MMO_CADDY_UPSTREAM ??= 'cluster-ip';
+    // The node is this machine: its model cache stays in the stack's folder.
+    process.env.MMO_MODEL_CACHE_DIR ??= path.join(stack.stateDir, 'model-cache');
   }
   const gateway = process.env.MMO_GATEWAY ? undefined : await startGateway(stack);
   if (gateway) Object.assign(process.env, gateway.operatorEnv);
@@ -112,6 +115,7 @@ async function runOperator(
   }
   say(`  npm run mmctl -- status default/${name}`);
   say(`  npm run mmctl -- history default/${name}`);
+  if (realNode && stack.objectStore?.podEndpoint) await fromTheStore(stack, kubectl, say);
   if (route && realNode) {
     const infer = `${route.url}/v2/models/${name}/infer`;
     const digitRequest = digitsRequest([sampleDigits.zero]);
@@ -146,6 +150,40 @@ async function runOperator(
       ' until Ctrl-C; the stack keeps running afterwards (npm run stack:down stops it)',
   );
   await Promise.race([operator.done, shutdownRequested(log).then(() => operator.stop())]);
+}
+
+/** The digits model from the stack's object store (deploy/examples/digits-from-s3.yaml), and its prediction. */
+async function fromTheStore(
+  stack: StackInfo,
+  kubectl: (...args: string[]) => string,
+  say: (line?: string) => void,
+): Promise<void> {
+  const name = 'digits-from-s3';
+  // The Secret holds the stack's keys: applied from stdin, never on a command line or in a log.
+  kubectlRun(stack, ['apply', '-f', '-'], JSON.stringify(storeSecret(stack.objectStore!, 'default', 'model-store')));
+  const example = repo('deploy/examples/digits-from-s3.yaml');
+  const applied = Date.now();
+  kubectl('apply', '-f', example);
+  say(`
+applied ${example} (its weights in the object store, ${stack.objectStore!.sampleModel?.uri ?? ''})`);
+  for (let i = 0; i < 240; i++) {
+    const phase = kubectl('get', 'mm', name, '-o', 'jsonpath={.status.phase}').trim();
+    if (phase === 'Ready') {
+      say(
+        `${name} is Ready ${((Date.now() - applied) / 1000).toFixed(1)}s after kubectl apply (fetched into the node's cache)`,
+      );
+      break;
+    }
+    await sleep(500);
+  }
+  const route = await published(kubectl, name, '/v2/health/ready');
+  if (!route) return say(`  ${name} was not published yet: kubectl describe mm ${name}`);
+  const infer = `${route.url}/v2/models/${name}/infer`;
+  const answer = await request('POST', infer, digitsRequest([sampleDigits.one])).then(
+    (r) => `${r.status} ${r.body.trim()}`,
+    (err: unknown) => String(err),
+  );
+  say(`  a prediction (a 1) from the model served out of the store: ${answer}`);
 }
 
 /**
