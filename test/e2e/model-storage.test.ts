@@ -388,6 +388,38 @@ describe.skipIf(!stack.realNode)(
       }
     }, 480_000);
 
+    it('retries a store that answers 503 for a while (ModelFetchRetrying, with the attempt), Ready once it recovers', async () => {
+      const { uri, sha256 } = await putObject(store, 'busy/v1/digits.joblib', paddedModel(1));
+      const proxy = await CountingProxy.start(store.endpoint, stack.realNode!.nodeIp);
+      proxy.failNext = 3;
+      try {
+        k.apply(storeSecret({ ...store, podEndpoint: proxy.endpoint }, ns, 'busy-store'));
+        k.apply(stored('busy', uri, { sha256, storageSecret: 'busy-store' }));
+        const retrying = await eventually(
+          'busy: ModelFetchRetrying',
+          () => {
+            const r = phaseAndReady('busy');
+            return r.reason === 'ModelFetchRetrying' ? r : undefined;
+          },
+          60_000,
+        );
+        expect(retrying.phase).not.toBe('Failed');
+        expect(retrying.message).toMatch(
+          /retrying \(attempt \d+, 1 pod\): s3:\/\/models\/busy\/v1\/digits.joblib: 503 SlowDown/,
+        );
+        expect(conditionOf(k.get('machinemodel', ns, 'busy'), 'Stalled')?.status).not.toBe('True');
+        await eventually(
+          'busy Ready once the store answers',
+          () => (phaseAndReady('busy').phase === 'Ready' ? true : undefined),
+          240_000,
+        );
+        expect(proxy.requests).toBeGreaterThanOrEqual(4);
+        await remove('busy');
+      } finally {
+        await proxy.stop();
+      }
+    }, 360_000);
+
     it('measures apply to Ready of a 256 MiB model: cold, warm, and baked into the image', async () => {
       const { uri, sha256 } = await putObject(store, 'timing/v1/digits.joblib', paddedModel(256));
       const cold = await timeToReady(stored('timing', uri, { sha256 }));

@@ -26,6 +26,11 @@ program
     console.log(`export KUBECONFIG=${info.kubeconfig}`);
     console.log(`export TEMPORAL_ADDRESS=${info.temporalAddress}`);
     if (info.temporalUiUrl) console.log(`# Temporal Web UI: ${info.temporalUiUrl}`);
+    if (info.objectStore)
+      console.log(
+        `# object store (S3): ${info.objectStore.endpoint}, keys in ${info.objectStore.credentialsFile}` +
+          (info.objectStore.sampleModel ? `; the digits model at ${info.objectStore.sampleModel.uri}` : ''),
+      );
   });
 
 program
