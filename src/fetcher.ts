@@ -8,7 +8,7 @@ import { writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { parseArgs } from 'node:util';
 import { fetchExitCodes, isFetched, modelSource } from './core/model-source.js';
-import { fetchArtifact, FetchFailure } from './fetch/download.js';
+import { fetchArtifact, FetchFailure, shown } from './fetch/download.js';
 
 let progress: Record<string, unknown> = { bytes: 0, rate: 0 };
 
@@ -40,7 +40,7 @@ function terminationMessage(message: string): void {
   }
 }
 
-async function main(): Promise<number> {
+function arguments_() {
   const { values } = parseArgs({
     options: {
       uri: { type: 'string' },
@@ -49,10 +49,26 @@ async function main(): Promise<number> {
       'progress-port': { type: 'string' },
     },
   });
+  return values;
+}
+
+const usage = 'usage: fetcher --uri=<s3://bucket/key|https://…> [--sha256=<hex>] --dest=<file> [--progress-port=<n>]';
+
+async function main(): Promise<number> {
+  let values: ReturnType<typeof arguments_>;
+  try {
+    values = arguments_();
+  } catch (err) {
+    // An operator and a fetcher of different versions: say so in one line, not a stack trace.
+    const message = `${usage}: ${(err as Error).message}`;
+    log({ msg: message });
+    terminationMessage(message);
+    return fetchExitCodes.unavailable;
+  }
   const location = values.sha256 ? `${values.uri}@sha256:${values.sha256}` : (values.uri ?? '');
   const source = modelSource(location);
   if (!values.dest || !isFetched(source)) {
-    const message = `usage: fetcher --uri=<s3://bucket/key|https://…> [--sha256=<hex>] --dest=<file>; got ${values.uri ?? 'no --uri'}`;
+    const message = `${usage}; got ${values.uri ? shown(values.uri) : 'no --uri'}`;
     log({ msg: message });
     terminationMessage(message);
     return fetchExitCodes.unavailable;

@@ -97,7 +97,10 @@ export function containerTroubles(pods: PodHealthView[]): ContainerTrouble | und
       kind: 'model-unavailable',
       pods: t.pods,
       container: t.container,
-      message: ('message' in t && t.message) || t.kind,
+      message:
+        ('message' in t && t.message) ||
+        `the fetcher ended with exit code ${'exitCode' in t ? t.exitCode : '?'} without saying why ` +
+          "(is --fetcher-image this operator's own image?)",
     };
   // An init container has no readiness: running, it is fetching.
   return t.kind === 'not-ready' ? (fetching(pods) ?? t) : t;
@@ -116,7 +119,11 @@ function fetching(pods: PodHealthView[]): ContainerTrouble | undefined {
 function anyContainerTrouble(pods: PodHealthView[]): ContainerTrouble | undefined {
   const live = pods.filter((p) => !p.metadata?.deletionTimestamp);
   const all: Found[] = live.flatMap((pod) =>
-    [...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])].map((status) => ({
+    [
+      // A fetcher that runs is fetching, whatever its last attempt ended with: see fetching().
+      ...(pod.status?.initContainerStatuses ?? []).filter((c) => !(c.name === fetchContainerName && c.state?.running)),
+      ...(pod.status?.containerStatuses ?? []),
+    ].map((status) => ({
       pod,
       status,
     })),

@@ -126,6 +126,24 @@ function metadata(ref: ModelRef) {
 const restrictedPod = { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } };
 const restrictedContainer = { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } };
 
+/** The Secret's keys the fetcher reads: the keys required (a Secret without them is reported), the rest optional. */
+const storeKeys: readonly [string, boolean][] = [
+  ['AWS_ACCESS_KEY_ID', true],
+  ['AWS_SECRET_ACCESS_KEY', true],
+  ['AWS_SESSION_TOKEN', false],
+  ['AWS_ENDPOINT_URL', false],
+  ['AWS_ENDPOINT_URL_S3', false],
+  ['AWS_REGION', false],
+  ['AWS_DEFAULT_REGION', false],
+];
+
+function storeEnv(secret: string) {
+  return storeKeys.map(([key, required]) => ({
+    name: key,
+    valueFrom: { secretKeyRef: { name: secret, key, ...(required ? {} : { optional: true }) } },
+  }));
+}
+
 /**
  * What the model's Pods need for a model in storage: the model container's environment and mounts, and
  * for an artifact to fetch, the init container that fetches it into the node's cache (once per node:
@@ -139,6 +157,7 @@ function modelStorage(ref: ModelRef, source: ModelSource, secret: string | undef
       env: [
         { name: 'MODEL_PATH', value: `${modelMountPath}/${source.path}` },
         { name: 'STORAGE_URI', value: source.uri },
+        { name: 'MODEL_SOURCE', value: source.uri },
       ],
       mounts: [mount],
       volumes: [{ name: cacheVolumeName, persistentVolumeClaim: { claimName: source.claim, readOnly: true } }],
@@ -148,7 +167,9 @@ function modelStorage(ref: ModelRef, source: ModelSource, secret: string | undef
   return {
     env: [
       { name: 'MODEL_PATH', value: `${modelMountPath}/${file}` },
-      { name: 'STORAGE_URI', value: location },
+      { name: 'STORAGE_URI', value: source.uri },
+      // The revision's name for its model (the URI and its sum), which the next round reads back.
+      { name: 'MODEL_SOURCE', value: location },
     ],
     mounts: [mount],
     // The namespace's own folder: a tenant's Pods never see another namespace's artifacts.
@@ -171,12 +192,14 @@ function modelStorage(ref: ModelRef, source: ModelSource, secret: string | undef
         ],
         ports: [{ name: 'fetch-progress', containerPort: fetchProgressPort, protocol: 'TCP' }],
         // The store's endpoint, region and credentials, read by the fetcher alone: never in the spec.
-        ...(secret ? { envFrom: [{ secretRef: { name: secret } }] } : {}),
+        // Named keys only: a Secret must not set what else the fetcher's process reads (NODE_OPTIONS).
+        ...(secret ? { env: storeEnv(secret) } : {}),
         volumeMounts: [{ name: cacheVolumeName, mountPath: '/cache' }],
         // The kubelet makes the cache folder root's: the fetcher writes as root, with no capability.
         securityContext: { ...restrictedContainer, runAsUser: 0, runAsNonRoot: false, readOnlyRootFilesystem: true },
         resources: { requests: { cpu: '100m', memory: '128Mi' }, limits: { memory: '256Mi' } },
-        terminationMessagePolicy: 'FallbackToLogsOnError',
+        // Its own words only (the file it writes), never a runtime's stack trace from its log.
+        terminationMessagePolicy: 'File',
       },
     ],
   };

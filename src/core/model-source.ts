@@ -26,6 +26,25 @@ export function modelLocation(spec: Pick<MachineModelSpec, 'modelPath' | 'storag
   return spec.sha256 ? `${spec.storageUri}@sha256:${spec.sha256}` : spec.storageUri;
 }
 
+/**
+ * Why a storageUri that matches the pattern still cannot be used, or undefined: a URL that does not
+ * parse, "." or ".." segments (a URL resolves them, so the request would name another key or
+ * bucket), credentials in it (they would show in status and logs), or a sum suffix of its own.
+ */
+export function storageUriProblem(uri: string): string | undefined {
+  if (sumSuffix.test(uri)) return 'must not end in @sha256:<sum>: give the sum as spec.sha256';
+  if (/\/(\.|%2e){1,2}(\/|$)/i.test(uri.slice(uri.indexOf('://') + 3))) return 'must not have "." or ".." segments';
+  let url: URL;
+  try {
+    url = new URL(uri.replace(/^(s3|pvc):/, 'https:'));
+    decodeURIComponent(url.pathname);
+  } catch {
+    return 'is not a URL';
+  }
+  if (url.username || url.password) return 'must not hold credentials: give them in spec.storageSecret';
+  return undefined;
+}
+
 /** A location read back: what the Pods mount or fetch. A location that is not a storage URI is a path. */
 export function modelSource(location: string): ModelSource {
   const sum = sumSuffix.exec(location)?.[1];
@@ -55,9 +74,16 @@ export function cacheFolder(s: Extract<ModelSource, { kind: 's3' | 'https' }>): 
 
 /** The artifact's file name in its folder: the URI's last segment, so a server that looks at the extension sees it. */
 export function artifactName(s: Extract<ModelSource, { kind: 's3' | 'https' }>): string {
-  const last = new URL(s.uri.replace(/^s3:/, 'https:')).pathname.split('/').pop() ?? '';
-  const safe = decodeURIComponent(last).replace(/[^A-Za-z0-9._-]/g, '_');
-  return safe && safe !== '.' && safe !== '..' ? safe : 'model';
+  try {
+    const last = new URL(s.uri.replace(/^s3:/, 'https:')).pathname.split('/').pop() ?? '';
+    // No leading dot: the fetcher's own files (.fetch/) are hidden ones, and never an artifact's name.
+    const safe = decodeURIComponent(last)
+      .replace(/[^A-Za-z0-9._-]/g, '_')
+      .replace(/^\.+/, '');
+    return safe || 'model';
+  } catch {
+    return 'model';
+  }
 }
 
 /** A short, stable name for a URI (not a security boundary: the folder is the namespace's own). */

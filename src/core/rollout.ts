@@ -25,13 +25,13 @@ export function specOfRevision<S extends MachineModelSpec>(spec: S, r: Revision)
 
 export const sameRevision = (a: Revision, b: Revision): boolean => a.image === b.image && a.modelPath === b.modelPath;
 
-/** The revision a live Deployment runs: its model container's image and STORAGE_URI, or MODEL_PATH without one. */
+/** The revision a live Deployment runs: its model container's image and MODEL_SOURCE, or MODEL_PATH without one. */
 export function deployedRevision(d: {
   spec?: { template?: { spec?: { containers?: { image?: string; env?: { name: string; value?: string }[] }[] } } };
 }): Revision | undefined {
   const c = d.spec?.template?.spec?.containers?.[0];
   const env = (name: string) => c?.env?.find((e) => e.name === name)?.value;
-  const modelPath = env('STORAGE_URI') ?? env('MODEL_PATH');
+  const modelPath = env('MODEL_SOURCE') ?? env('MODEL_PATH');
   return c?.image && modelPath !== undefined ? { image: c.image, modelPath } : undefined;
 }
 

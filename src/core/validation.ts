@@ -3,7 +3,7 @@
 // Workflow-safe: pure.
 import type { MachineModelSpec } from './api.js';
 import { validateRollout } from './rollout.js';
-import { modelSource, sha256Pattern, storageUriPattern } from './model-source.js';
+import { modelSource, sha256Pattern, storageUriPattern, storageUriProblem } from './model-source.js';
 
 const quantityPattern = /^[+-]?(\d+(\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$/;
 
@@ -112,6 +112,9 @@ function validateModelSource(spec: Partial<MachineModelSpec>): string[] {
     errors.push(
       `spec.storageUri "${String(storageUri)}" must be s3://<bucket>/<key>, https://<host>/<path> or pvc://<claim>/<path>`,
     );
+  } else {
+    const problem = storageUriProblem(storageUri);
+    if (problem) errors.push(`spec.storageUri ${problem}`);
   }
   if (sha256 !== undefined) {
     if (!hasUri || modelSource(storageUri).kind === 'pvc')

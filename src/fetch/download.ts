@@ -1,16 +1,18 @@
-// Fetches an artifact into the node's cache, resuming what an earlier attempt left: the bytes arrive
-// in "<dest>.part" (kept across a killed Pod), continue from its size with a Range request, and are
-// hashed as they come. Only an artifact whose sum matches is renamed to <dest>, which is what the
-// model reads; a mismatch deletes the part, so the bytes are never served.
-import { createHash, type Hash } from 'node:crypto';
+// Fetches an artifact into the node's cache, resuming what an earlier attempt left. The fetcher's own
+// files live in the folder's hidden `.fetch/` (no artifact name starts with a dot): the bytes arrive
+// in `<name>.part` (kept across a killed Pod) and continue from its size with a Range request, but
+// only while the store still has the object they came from (If-Range with its ETag). Before the part
+// is renamed to the file the model reads, its size is checked, it is flushed to disk, and with a sum
+// the bytes on disk are hashed: a mismatch deletes the part, so the bytes are never served.
+import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { Transform } from 'node:stream';
 import { request } from 'undici';
 import { fetchFailureKind, type FetchFailureKind, type ModelSource } from '../core/model-source.js';
-import { takeLock } from './cache-lock.js';
+import { takeLock, type CacheLock } from './cache-lock.js';
 import { storeMessage, storeRequest } from './store-request.js';
 
 export class FetchFailure extends Error {
@@ -28,7 +30,7 @@ export interface FetchOptions {
   dest: string;
   env: NodeJS.ProcessEnv;
   log: (line: Record<string, unknown>) => void;
-  /** How often progress is logged (the operator reads the last line). */
+  /** How often progress is logged. */
   progressEveryMs?: number;
   lockStaleMs?: number;
 }
@@ -46,69 +48,103 @@ const exists = (p: string) =>
     () => true,
     () => false,
   );
-
-/** Hashes what the part already holds, so the sum covers the whole artifact after a resume. */
-async function hashPart(part: string, hash: Hash): Promise<number> {
-  const size = await stat(part).then(
+const sizeOf = (p: string) =>
+  stat(p).then(
     (s) => s.size,
     () => 0,
   );
-  if (size > 0) for await (const chunk of createReadStream(part)) hash.update(chunk as Buffer);
-  return size;
+
+/** The URI as messages show it: a query (a presigned URL's signature) left out. */
+export const shown = (uri: string) => uri.replace(/\?.*$/, '?…');
+
+/** Where the fetcher keeps its own files for `dest`. */
+function workFiles(dest: string) {
+  const work = path.join(path.dirname(dest), '.fetch');
+  const base = path.join(work, path.basename(dest));
+  return { work, part: `${base}.part`, etag: `${base}.etag`, lock: `${base}.lock` };
 }
 
 export async function fetchArtifact(o: FetchOptions): Promise<FetchResult> {
-  const { dest, source, log } = o;
-  await mkdir(path.dirname(dest), { recursive: true });
-  const done = () => exists(dest);
-  const lock = await takeLock(`${dest}.lock`, { staleMs: o.lockStaleMs ?? 20_000, done, log });
+  const files = workFiles(o.dest);
+  await mkdir(files.work, { recursive: true });
+  const done = () => exists(o.dest);
+  const lock = await takeLock(files.lock, { staleMs: o.lockStaleMs ?? 20_000, done, log: o.log });
   if (!lock) {
-    log({ msg: 'the artifact is in the node cache', fetched: 0 });
-    return { fetched: 0, resumed: 0, size: (await stat(dest)).size };
+    o.log({ msg: 'the artifact is in the node cache', fetched: 0 });
+    return { fetched: 0, resumed: 0, size: await sizeOf(o.dest) };
   }
   try {
-    if (await done()) return { fetched: 0, resumed: 0, size: (await stat(dest)).size };
-    return await fetchLocked(o);
+    if (await done()) {
+      o.log({ msg: 'the artifact is in the node cache', fetched: 0 });
+      return { fetched: 0, resumed: 0, size: await sizeOf(o.dest) };
+    }
+    return await fetchLocked(o, files, lock);
   } finally {
     await lock.release();
   }
 }
 
-async function fetchLocked({ source, dest, env, log, progressEveryMs = 2_000 }: FetchOptions): Promise<FetchResult> {
-  const part = `${dest}.part`;
-  const etagFile = `${dest}.etag`;
-  let hash = createHash('sha256');
-  let offset = await hashPart(part, hash);
-  const etag = await readFile(etagFile, 'utf8').catch(() => '');
+/** A Content-Range header read: "bytes 100-199/200" gives start and total, "bytes '*'/200" the total alone. */
+function contentRange(header: unknown): { start?: number; total?: number } {
+  const m = /^bytes (?:(\d+)-\d+|\*)\/(\d+|\*)$/.exec(typeof header === 'string' ? header.trim() : '');
+  if (!m) return {};
+  return { start: m[1] === undefined ? undefined : Number(m[1]), total: m[2] === '*' ? undefined : Number(m[2]) };
+}
+
+async function startOver(files: ReturnType<typeof workFiles>): Promise<void> {
+  await rm(files.part, { force: true });
+  await rm(files.etag, { force: true });
+}
+
+async function fetchLocked(
+  { source, dest, env, log, progressEveryMs = 2_000 }: FetchOptions,
+  files: ReturnType<typeof workFiles>,
+  lock: CacheLock,
+): Promise<FetchResult> {
+  const uri = shown(source.uri);
+  const etag = await readFile(files.etag, 'utf8').catch(() => '');
+  // A part is resumed only with the ETag of the object it came from: without one it cannot be checked.
+  if (!etag) await startOver(files);
+  let offset = await sizeOf(files.part);
   const req = storeRequest(source, offset, env);
-  // The part is resumed only while the object is the one it came from: otherwise the store sends it whole.
-  if (offset > 0 && etag) req.headers['If-Range'] = etag;
+  if (offset > 0) req.headers['If-Range'] = etag;
   const res = await request(req.url, {
     method: 'GET',
     headers: req.headers,
     headersTimeout: 30_000,
     bodyTimeout: 60_000,
   }).catch((err: unknown) => {
-    throw new FetchFailure('retrying', `${source.uri}: cannot reach the store: ${(err as Error).message}`);
+    throw new FetchFailure('retrying', `${uri}: cannot reach the store: ${(err as Error).message}`);
   });
+  const range = contentRange(res.headers['content-range']);
   if (res.statusCode === 416 && offset > 0) {
-    // The part is whole already: an earlier attempt was stopped after the last byte.
     await res.body.dump();
-    return finish({ source, dest, part, etagFile, hash, fetched: 0, resumed: offset, log });
+    // Whole already (an attempt stopped after the last byte), if the store says the object is that long.
+    if (range.total === offset) return finish({ source, dest, files, lock, fetched: 0, resumed: offset, log });
+    await startOver(files);
+    throw new FetchFailure(
+      'retrying',
+      `${uri}: the part an earlier attempt left does not fit the object; starting over`,
+    );
   }
   if (res.statusCode !== 200 && res.statusCode !== 206) {
     const body = await res.body.text().catch(() => '');
-    throw new FetchFailure(fetchFailureKind(res.statusCode), `${source.uri}: ${storeMessage(res.statusCode, body)}`);
+    throw new FetchFailure(fetchFailureKind(res.statusCode), `${uri}: ${storeMessage(res.statusCode, body)}`);
+  }
+  const newEtag = typeof res.headers.etag === 'string' ? res.headers.etag : '';
+  if (res.statusCode === 206 && (range.start !== offset || newEtag !== etag)) {
+    await res.body.dump();
+    await startOver(files);
+    throw new FetchFailure('retrying', `${uri}: the store resumed at another place or object; starting over`);
   }
   if (res.statusCode === 200 && offset > 0) {
     log({ msg: 'the store sent the whole artifact (it changed, or ignores ranges): starting over', dropped: offset });
     offset = 0;
-    hash = createHash('sha256');
   }
+  if (newEtag) await writeFile(files.etag, newEtag);
+  else await rm(files.etag, { force: true });
   const length = Number(res.headers['content-length'] ?? NaN);
   const total = Number.isFinite(length) ? offset + length : undefined;
-  const newEtag = res.headers.etag;
-  if (typeof newEtag === 'string') await writeFile(etagFile, newEtag);
   const resumed = offset;
   let received = 0;
   const started = Date.now();
@@ -124,48 +160,63 @@ async function fetchLocked({ source, dest, env, log, progressEveryMs = 2_000 }: 
   const count = new Transform({
     transform(chunk: Buffer, _enc, callback) {
       received += chunk.length;
-      hash.update(chunk);
       progress();
       callback(null, chunk);
     },
   });
   try {
-    await pipeline(res.body, count, createWriteStream(part, { flags: offset > 0 ? 'a' : 'w' }));
+    await pipeline(res.body, count, createWriteStream(files.part, { flags: offset > 0 ? 'a' : 'w' }));
   } catch (err) {
     throw new FetchFailure(
       'retrying',
-      `${source.uri}: the download broke off after ${resumed + received} bytes: ${(err as Error).message}`,
+      `${uri}: the download broke off after ${resumed + received} bytes: ${(err as Error).message}`,
     );
   }
   progress(true);
   if (total !== undefined && resumed + received !== total)
-    throw new FetchFailure('retrying', `${source.uri}: the store sent ${resumed + received} of ${total} bytes`);
-  return finish({ source, dest, part, etagFile, hash, fetched: received, resumed, log });
+    throw new FetchFailure('retrying', `${uri}: the store sent ${resumed + received} of ${total} bytes`);
+  return finish({ source, dest, files, lock, fetched: received, resumed, log });
+}
+
+async function sha256Of(file: string): Promise<string> {
+  const hash = createHash('sha256');
+  for await (const chunk of createReadStream(file)) hash.update(chunk as Buffer);
+  return hash.digest('hex');
 }
 
 async function finish(f: {
   source: FetchOptions['source'];
   dest: string;
-  part: string;
-  etagFile: string;
-  hash: Hash;
+  files: ReturnType<typeof workFiles>;
+  lock: CacheLock;
   fetched: number;
   resumed: number;
   log: FetchOptions['log'];
 }): Promise<FetchResult> {
-  const sum = f.hash.digest('hex');
-  if (f.source.sha256 && sum !== f.source.sha256) {
-    // Never served, and never resumed from: the next attempt fetches it whole.
-    await rm(f.part, { force: true });
-    await rm(f.etagFile, { force: true });
+  const uri = shown(f.source.uri);
+  const size = await sizeOf(f.files.part);
+  if (size !== f.resumed + f.fetched) {
+    // Another writer was here (a holder that lost its lock): nothing of this part can be trusted.
+    await startOver(f.files);
     throw new FetchFailure(
-      'unavailable',
-      `${f.source.uri}: checksum mismatch: spec.sha256 is ${f.source.sha256}, the artifact's is ${sum}`,
+      'retrying',
+      `${uri}: the part holds ${size} bytes, not ${f.resumed + f.fetched}; starting over`,
     );
   }
-  await rename(f.part, f.dest);
-  await rm(f.etagFile, { force: true });
-  const size = (await stat(f.dest)).size;
+  const handle = await open(f.files.part, 'r+');
+  await handle.sync().finally(() => handle.close());
+  // The sum of the bytes on disk, as the model will read them.
+  const sum = await sha256Of(f.files.part);
+  if (f.source.sha256 && sum !== f.source.sha256) {
+    await startOver(f.files);
+    throw new FetchFailure(
+      'unavailable',
+      `${uri}: checksum mismatch: spec.sha256 is ${f.source.sha256}, the artifact's is ${sum}`,
+    );
+  }
+  if (!(await f.lock.stillMine())) throw new FetchFailure('retrying', `${uri}: another fetcher took the lock over`);
+  await rename(f.files.part, f.dest);
+  await rm(f.files.etag, { force: true });
   f.log({ msg: 'fetched and verified', fetched: f.fetched, resumed: f.resumed, size, sha256: sum });
   return { fetched: f.fetched, resumed: f.resumed, size };
 }

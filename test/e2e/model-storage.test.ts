@@ -345,7 +345,7 @@ describe.skipIf(!stack.realNode)(
       try {
         k.apply(storeSecret({ ...store, podEndpoint: proxy.endpoint }, ns, 'slow-store'));
         k.apply(stored('big', uri, { sha256, storageSecret: 'slow-store' }));
-        const part = path.join(cacheDir(), ns, `sha256-${sha256}`, 'digits.joblib.part');
+        const part = path.join(cacheDir(), ns, `sha256-${sha256}`, '.fetch', 'digits.joblib.part');
         await eventually(
           'a quarter of the artifact fetched',
           () => (existsSync(part) && statSync(part).size >= big.length / 4 ? true : undefined),

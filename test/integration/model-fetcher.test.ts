@@ -4,7 +4,8 @@
 // retry. Run as the image runs it (node dist/src/fetcher.js), outside a cluster.
 import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -17,6 +18,7 @@ import {
 } from '../../tools/local-stack/object-store.js';
 import { stopProcess, type ManagedProcess } from '../../tools/local-stack/processes.js';
 import { CountingProxy } from '../support/counting-proxy.js';
+import { takeLock } from '../../src/fetch/cache-lock.js';
 
 const fetcher = fileURLToPath(new URL('../../dist/src/fetcher.js', import.meta.url));
 const dir = mkdtempSync(path.join(os.tmpdir(), 'mmo-fetcher-'));
@@ -59,6 +61,8 @@ const secretEnv = (endpoint = proxy.endpoint, keys = readCredentials(store)) => 
 
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 const dest = (name: string) => path.join(dir, 'cache', name, 'model.bin');
+/** Where the fetcher keeps the part of `target`: in the folder's hidden .fetch/, apart from artifact names. */
+const partOf = (target: string) => path.join(path.dirname(target), '.fetch', `${path.basename(target)}.part`);
 
 beforeAll(async () => {
   store = await startObjectStore(
@@ -100,7 +104,7 @@ describe('the model fetcher against a real S3 store', () => {
     proxy.throttle = 64 * 2 ** 20;
     const killed = await runFetcher(args, secretEnv(), (kill) => {
       const timer = setInterval(() => {
-        if (existsSync(`${target}.part`) && statSync(`${target}.part`).size >= body.length / 2) {
+        if (existsSync(partOf(target)) && statSync(partOf(target)).size >= body.length / 2) {
           clearInterval(timer);
           kill();
         }
@@ -108,7 +112,7 @@ describe('the model fetcher against a real S3 store', () => {
     });
     proxy.throttle = 0;
     expect(killed.code).toBe(null);
-    const left = statSync(`${target}.part`).size;
+    const left = statSync(partOf(target)).size;
     expect(left).toBeGreaterThanOrEqual(body.length / 2);
     expect(left).toBeLessThan(body.length);
     // The killed fetcher's lock is stale after 20 s; the next one takes it over and resumes.
@@ -136,7 +140,7 @@ describe('the model fetcher against a real S3 store', () => {
     expect(message).toContain(sha256);
     expect(message).toContain(sha(body));
     expect(existsSync(target)).toBe(false);
-    expect(existsSync(`${target}.part`)).toBe(false);
+    expect(existsSync(partOf(target))).toBe(false);
   });
 
   it("reports a missing object, no keys and wrong keys at once (exit 1), in the store's words", async () => {
@@ -179,5 +183,30 @@ describe('the model fetcher against a real S3 store', () => {
     );
     expect(run.code).toBe(75);
     expect(String(run.lines.at(-1)?.msg)).toMatch(/cannot reach the store/);
+  });
+
+  it('lets one fetcher of many take over a stale lock, never two at once', async () => {
+    const lock = path.join(dir, 'locks', 'model.bin.lock');
+    mkdirSync(lock, { recursive: true });
+    writeFileSync(path.join(lock, 'owner'), 'a fetcher that was killed');
+    utimesSync(lock, new Date(0), new Date(0));
+    let holders = 0;
+    let most = 0;
+    let turns = 0;
+    const log = () => undefined;
+    await Promise.all(
+      Array.from({ length: 6 }, async () => {
+        const held = await takeLock(lock, { staleMs: 2_000, done: async () => false, log });
+        holders++;
+        most = Math.max(most, holders);
+        turns++;
+        expect(await held!.stillMine()).toBe(true);
+        await sleep(100);
+        holders--;
+        await held!.release();
+      }),
+    );
+    expect(turns).toBe(6);
+    expect(most).toBe(1);
   });
 });

@@ -24,6 +24,26 @@ export const badInputs: { title: string; name?: string; spec: Record<string, unk
     expect: /storageUri/,
   },
   {
+    title: 'a storageUri with a sum of its own',
+    spec: { ...valid, modelPath: undefined, storageUri: `s3://models/digits.joblib@sha256:${'a'.repeat(64)}` },
+    expect: /storageUri.*sha256/,
+  },
+  {
+    title: 'a storageUri with ".." segments (another bucket)',
+    spec: { ...valid, modelPath: undefined, storageUri: 's3://team-a/../team-b/digits.joblib' },
+    expect: /storageUri.*"\."/,
+  },
+  {
+    title: 'a storageUri with %2E%2E segments',
+    spec: { ...valid, modelPath: undefined, storageUri: 'https://example.com/models/%2E%2E/secret' },
+    expect: /storageUri.*"\."/,
+  },
+  {
+    title: 'a storageUri with credentials in it',
+    spec: { ...valid, modelPath: undefined, storageUri: 'https://user:pass@example.com/digits.joblib' },
+    expect: /storageUri.*credentials/,
+  },
+  {
     title: 'a storage URI as modelPath',
     spec: { ...valid, modelPath: 's3://models/digits.joblib' },
     expect: /modelPath.*storageUri/,

@@ -199,6 +199,17 @@ describe('the fetch-model init container of a model in storage', () => {
     expect(describeTrouble(t!)).toContain('attempt 3');
   });
 
+  it('says the model is being fetched while a fetcher runs again after a refusal (the kubelet retried it)', () => {
+    const t = containerTroubles([
+      fetchPod({
+        restartCount: 1,
+        state: { running: { startedAt: 't' } },
+        lastState: { terminated: { reason: 'Error', exitCode: 1, message: 's3://models/x: 403 AccessDenied' } },
+      }),
+    ]);
+    expect(t).toEqual({ kind: 'fetching', pods: 1, container: 'fetch-model' });
+  });
+
   it('says the model is being fetched while the fetcher runs', () => {
     const t = containerTroubles([fetchPod({ state: { running: { startedAt: 't' } } })]);
     expect(t).toEqual({ kind: 'fetching', pods: 1, container: 'fetch-model' });

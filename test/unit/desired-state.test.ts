@@ -183,12 +183,23 @@ describe('desired state of a model in storage', () => {
       '--progress-port=9090',
     ]);
     // The Secret's values reach the fetcher alone, by reference: never the model container, never the spec.
-    expect(fetch.envFrom).toEqual([{ secretRef: { name: 'store' } }]);
+    expect(fetch.env).toContainEqual({
+      name: 'AWS_SECRET_ACCESS_KEY',
+      valueFrom: { secretKeyRef: { name: 'store', key: 'AWS_SECRET_ACCESS_KEY' } },
+    });
+    expect(fetch.env).toContainEqual({
+      name: 'AWS_ENDPOINT_URL',
+      valueFrom: { secretKeyRef: { name: 'store', key: 'AWS_ENDPOINT_URL', optional: true } },
+    });
+    // Named keys only: the Secret cannot set the fetcher's NODE_OPTIONS or LD_PRELOAD (it runs as root).
+    expect(fetch).not.toHaveProperty('envFrom');
+    expect(fetch.env!.every((e) => e.name.startsWith('AWS_'))).toBe(true);
     const model = pod.containers[0]!;
     expect(JSON.stringify(model)).not.toContain('store');
     expect(model.env).toContainEqual({ name: 'MODEL_PATH', value: `/mnt/models/sha256-${sum}/digits.joblib` });
+    expect(model.env).toContainEqual({ name: 'STORAGE_URI', value: 's3://models/digits/v1/digits.joblib' });
     expect(model.env).toContainEqual({
-      name: 'STORAGE_URI',
+      name: 'MODEL_SOURCE',
       value: `s3://models/digits/v1/digits.joblib@sha256:${sum}`,
     });
     expect(model.volumeMounts).toEqual([{ name: 'model-cache', mountPath: '/mnt/models', readOnly: true }]);
@@ -217,7 +228,7 @@ describe('desired state of a model in storage', () => {
     );
     expect(canary.spec.template.spec.initContainers![0]!.args).toContain('--uri=s3://models/digits/v2/digits.joblib');
     expect(canary.spec.template.spec.containers[0]!.env).toContainEqual({
-      name: 'STORAGE_URI',
+      name: 'MODEL_SOURCE',
       value: 's3://models/digits/v2/digits.joblib',
     });
   });

@@ -49,7 +49,7 @@ describe('a model source and its location', () => {
     expect(new Set([a, b, c]).size).toBe(3);
   });
 
-  it('reads the revision a Deployment runs from STORAGE_URI before MODEL_PATH', () => {
+  it('reads the revision a Deployment runs from MODEL_SOURCE before MODEL_PATH', () => {
     const d = (env: { name: string; value: string }[]) => ({
       spec: { template: { spec: { containers: [{ image: 'r/m:1', env }] } } },
     });
@@ -59,6 +59,7 @@ describe('a model source and its location', () => {
         d([
           { name: 'MODEL_PATH', value: '/mnt/models/x/m' },
           { name: 'STORAGE_URI', value: 's3://models/m' },
+          { name: 'MODEL_SOURCE', value: 's3://models/m' },
         ]),
       ),
     ).toEqual({ image: 'r/m:1', modelPath: 's3://models/m' });
@@ -76,6 +77,10 @@ describe('a model source and its location', () => {
     const odd = modelSource('https://example.com/%2E%2E');
     if (odd.kind !== 'https') throw new Error('not https');
     expect(artifactName(odd)).toBe('model');
+    // No leading dot: the fetcher's own files are in the hidden .fetch/ beside the artifacts.
+    const hidden = modelSource('s3://models/a/.fetch');
+    if (hidden.kind !== 's3') throw new Error('not s3');
+    expect(artifactName(hidden)).toBe('fetch');
   });
 
   it('retries what passes (5xx, throttling, timeouts) and reports what needs a person', () => {
