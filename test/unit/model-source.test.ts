@@ -6,7 +6,8 @@ import {
   modelLocation,
   modelSource,
 } from '../../src/core/model-source.js';
-import { deployedRevision, revisionName, revisionOf } from '../../src/core/rollout.js';
+import { deployedRevision, revisionName, revisionOf, sameRevision, stableRevisionFor } from '../../src/core/rollout.js';
+import { buildDeployment, defaultBuildOptions } from '../../src/core/desired-state.js';
 import { validateSpec } from '../../src/core/validation.js';
 
 const sum = 'ab'.repeat(32);
@@ -47,6 +48,19 @@ describe('a model source and its location', () => {
     const b = revisionName(revisionOf({ image: 'r/m:1', storageUri: 's3://models/b.joblib' }));
     const c = revisionName(revisionOf({ image: 'r/m:1', storageUri: 's3://models/a.joblib', sha256: sum }));
     expect(new Set([a, b, c]).size).toBe(3);
+  });
+
+  it('goes out as a canary under a rollout plan: the stable Deployment keeps the artifact it runs', () => {
+    const rollout = { strategy: 'Canary' as const, steps: [{ weight: 20 }] };
+    const base = { image: 'r/m:1', resources: { cpu: '1', memory: '1Gi' }, rollout };
+    const v1 = { ...base, storageUri: 's3://models/v1/m.joblib', sha256: sum };
+    const v2 = { ...base, storageUri: 's3://models/v2/m.joblib', sha256: 'ef'.repeat(32) };
+    const ref = { namespace: 'ml', name: 'm', uid: 'u' };
+    const running = deployedRevision(buildDeployment(ref, v1, defaultBuildOptions));
+    expect(running).toEqual(revisionOf(v1));
+    const stable = stableRevisionFor(v2, running, undefined);
+    expect(sameRevision(stable, revisionOf(v1))).toBe(true);
+    expect(sameRevision(revisionOf(v2), stable)).toBe(false);
   });
 
   it('reads the revision a Deployment runs from MODEL_SOURCE before MODEL_PATH', () => {
