@@ -115,7 +115,6 @@ async function runOperator(
   }
   say(`  npm run mmctl -- status default/${name}`);
   say(`  npm run mmctl -- history default/${name}`);
-  if (realNode && stack.objectStore?.podEndpoint) await fromTheStore(stack, kubectl, say);
   if (route && realNode) {
     const infer = `${route.url}/v2/models/${name}/infer`;
     const digitRequest = digitsRequest([sampleDigits.zero]);
@@ -144,6 +143,7 @@ async function runOperator(
         ` (then kubectl get hpa ${name} -w: it scales up within a minute)`,
     );
   }
+  if (gateway && realNode && stack.objectStore?.podEndpoint) await fromTheStore(stack, kubectl, say);
   say(
     '\nthe operator' +
       (gateway ? ' and Caddy run' : ' runs') +
