@@ -28,6 +28,7 @@ import {
 } from '../src/core/rollout.js';
 import type { ActivityDeps } from './deps.js';
 import { fail, kubeFailure } from './failure.js';
+import { apiStatus } from '../src/process/kube-errors.js';
 
 type Owned = Parameters<typeof ownershipOf>[0];
 
@@ -108,14 +109,34 @@ export function syncCanaryActivity(deps: ActivityDeps) {
     return changes;
   }
 
-  async function madeAgain(ref: ModelRef, live: KubernetesObject, why: string): Promise<void> {
+  /**
+   * Deletes a canary object someone changed, to make it again: only the version read, so a newer
+   * round's relabel, or another owner's since, stays. Status writes move a Deployment's version on,
+   * so a conflict reads it again and decides again, a few times. False: it no longer needs to go.
+   */
+  async function madeAgain<T extends KubernetesObject>(
+    ref: ModelRef,
+    read: T,
+    readAgain: () => Promise<T | undefined>,
+    stillToGo: (live: T) => boolean,
+    why: string,
+  ): Promise<boolean> {
     log.warn('deleting the canary object someone changed, to make it again', {
       model: `${ref.namespace}/${ref.name}`,
-      kind: live.kind,
+      kind: read.kind,
       why,
     });
-    // The object as read, no later version: a newer round's, or another owner's since, stays.
-    await kube.delete(live, live.metadata?.uid, live.metadata?.resourceVersion);
+    let live: T | undefined = read;
+    for (let attempt = 1; live && stillToGo(live); attempt++) {
+      try {
+        await kube.delete(live, live.metadata?.uid, live.metadata?.resourceVersion);
+        return true;
+      } catch (err) {
+        if (apiStatus(err) !== 409 || attempt >= 3) throw err;
+      }
+      live = await readAgain();
+    }
+    return false;
   }
 
   return async function syncCanary(input: {
@@ -141,25 +162,39 @@ export function syncCanaryActivity(deps: ActivityDeps) {
       const replicas = withinCeiling(ref, 'replicas', asked, canaryCeiling(model.spec).replicas);
       const changes: string[] = [];
       const desired = buildCanaryDeployment(ref, model.spec, revision, replicas, build);
-      const deployment = await readOurs<V1Deployment>(kube, ref, 'apps/v1', 'Deployment');
+      const readDeployment = () => readOurs<V1Deployment>(kube, ref, 'apps/v1', 'Deployment');
+      const deployment = await readDeployment();
       const foreign = deployment ? foreignRunFields(desired, deployment) : [];
-      if (foreign.length > 0) {
-        // An apply would keep what another manager set: made again, with the share at none meanwhile.
-        await madeAgain(ref, deployment!, `it ran ${foreign.join(', ')}, which its revision does not set`);
-        changes.push(`canary Deployment made again (it ran ${foreign.join(', ')})`);
-      }
-      if (foreign.length > 0 || !deployment || !isSubset(desired, deployment)) {
+      // An apply would keep what another manager set: made again, with the share at none meanwhile.
+      const remade =
+        foreign.length > 0 &&
+        (await madeAgain(
+          ref,
+          deployment!,
+          readDeployment,
+          (d) => foreignRunFields(desired, d).length > 0,
+          `it ran ${foreign.join(', ')}, which its revision does not set`,
+        ));
+      if (remade) changes.push(`canary Deployment made again (it ran ${foreign.join(', ')})`);
+      if (remade || !deployment || !isSubset(desired, deployment)) {
         await kube.apply(desired as V1Deployment);
         changes.push(`canary Deployment: ${replicas} × ${revision.image}`);
       }
       const service = buildCanaryService(ref, model.spec, revision);
-      const liveService = await readOurs(kube, ref, 'v1', 'Service');
+      const readService = () => readOurs(kube, ref, 'v1', 'Service');
+      const liveService = await readService();
       // An apply would keep the other manager's selector keys: made again, as the Deployment above.
-      const narrowed = !!liveService && selectorNarrowed(service, liveService);
-      if (narrowed) {
-        await madeAgain(ref, liveService!, 'its selector was narrowed');
-        changes.push('canary Service made again (its selector was narrowed)');
-      }
+      const narrowed =
+        !!liveService &&
+        selectorNarrowed(service, liveService) &&
+        (await madeAgain(
+          ref,
+          liveService,
+          readService,
+          (live) => selectorNarrowed(service, live),
+          'its selector was narrowed',
+        ));
+      if (narrowed) changes.push('canary Service made again (its selector was narrowed)');
       if (narrowed || !liveService || !isSubset(service, liveService)) await kube.apply(service as KubernetesObject);
       return { changes };
     } catch (err) {

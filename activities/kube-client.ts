@@ -236,7 +236,11 @@ export class KubeClient {
         Object.keys(preconditions).length ? { preconditions } : undefined,
       );
     } catch (err) {
-      if (apiStatus(err) !== 404) throw err;
+      const status = apiStatus(err);
+      // A precondition not met: the cache's copy is behind, so the next read asks the apiserver.
+      if (status === 409 && obj.kind && obj.metadata?.namespace && obj.metadata.name)
+        this.bypassCacheUntilNewer(obj.kind, obj.metadata.namespace, obj.metadata.name, obj.metadata.resourceVersion);
+      if (status !== 404) throw err;
     }
     // The cache may still hold it for a moment: until then, ask the apiserver.
     const { namespace, name } = obj.metadata ?? {};
