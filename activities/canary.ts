@@ -112,7 +112,8 @@ export function syncCanaryActivity(deps: ActivityDeps) {
   /**
    * Deletes a canary object someone changed, to make it again: only the version read, so a newer
    * round's relabel, or another owner's since, stays. Status writes move a Deployment's version on,
-   * so a conflict reads it again and decides again, a few times. False: it no longer needs to go.
+   * so a conflict reads it again and, while only its status moved, decides again, a few times.
+   * False: it no longer needs to go, or it changed beyond its status (the next round decides).
    */
   async function madeAgain<T extends KubernetesObject>(
     ref: ModelRef,
@@ -127,6 +128,12 @@ export function syncCanaryActivity(deps: ActivityDeps) {
       why,
     });
     let live: T | undefined = read;
+    // Read again, only status may have moved on: the same object at the same generation. A newer
+    // round's relabel or another owner's change (a new generation, or a Service's new version) stays.
+    const sameSpec = (l: T) =>
+      l.metadata?.uid === read.metadata?.uid &&
+      read.metadata?.generation !== undefined &&
+      l.metadata?.generation === read.metadata.generation;
     for (let attempt = 1; live && stillToGo(live); attempt++) {
       try {
         await kube.delete(live, live.metadata?.uid, live.metadata?.resourceVersion);
@@ -134,7 +141,9 @@ export function syncCanaryActivity(deps: ActivityDeps) {
       } catch (err) {
         if (apiStatus(err) !== 409 || attempt >= 3) throw err;
       }
-      live = await readAgain();
+      const again = await readAgain();
+      if (again && !sameSpec(again)) return false;
+      live = again;
     }
     return false;
   }

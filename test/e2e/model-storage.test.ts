@@ -26,6 +26,8 @@ import { CaddyProcess } from '../support/caddy-under-test.js';
 import { CountingProxy } from '../support/counting-proxy.js';
 import { conditionOf, kubectlFor } from '../support/cluster.js';
 import { eventually } from '../support/eventually.js';
+import { mmctlFor } from '../support/mmctl.js';
+import { phaseAndReadyOf } from '../support/cluster.js';
 import { machineModel } from '../support/models.js';
 import { installCrds, startOperatorProcess, type OperatorProcess } from '../support/operator-process.js';
 
@@ -37,12 +39,7 @@ let caddy: CaddyProcess;
 let store: ObjectStoreInfo;
 let ns: string;
 
-const mmctlScript = fileURLToPath(new URL('../../dist/src/mmctl.js', import.meta.url));
-const mmctl = (...args: string[]) =>
-  execFileSync(process.execPath, [mmctlScript, ...args], {
-    env: { ...process.env, TEMPORAL_ADDRESS: stack.temporalAddress, MMO_TASK_QUEUE: taskQueue },
-    encoding: 'utf8',
-  });
+const mmctl = mmctlFor(stack, taskQueue);
 
 const stored = (name: string, storageUri: string, extra: object = {}) =>
   machineModel(ns, name, {
@@ -55,11 +52,7 @@ const stored = (name: string, storageUri: string, extra: object = {}) =>
     ...extra,
   });
 
-const phaseAndReady = (name: string) => {
-  const mm = k.get('machinemodel', ns, name);
-  const ready = conditionOf(mm, 'Ready');
-  return { phase: mm?.status?.phase as string | undefined, reason: ready?.reason, message: ready?.message ?? '' };
-};
+const phaseAndReady = (name: string) => phaseAndReadyOf(k.get('machinemodel', ns, name));
 
 interface PodView {
   metadata: { name: string; creationTimestamp: string; deletionTimestamp?: string };

@@ -12,6 +12,8 @@ import { digitsRequest, sampleDigits } from '../../tools/local-stack/sample-digi
 import { conditionOf, kubectlFor } from '../support/cluster.js';
 import { CaddyProcess } from '../support/caddy-under-test.js';
 import { eventually } from '../support/eventually.js';
+import { mmctlFor } from '../support/mmctl.js';
+import { phaseAndReadyOf } from '../support/cluster.js';
 import { machineModel } from '../support/models.js';
 import { installCrds, startOperatorProcess, type OperatorProcess } from '../support/operator-process.js';
 
@@ -21,18 +23,9 @@ let operator: OperatorProcess;
 let caddy: CaddyProcess;
 let ns: string;
 const taskQueue = `mmo-${randomUUID()}`;
-const mmctlScript = fileURLToPath(new URL('../../dist/src/mmctl.js', import.meta.url));
-const mmctl = (...args: string[]) =>
-  execFileSync(process.execPath, [mmctlScript, ...args], {
-    env: { ...process.env, TEMPORAL_ADDRESS: stack.temporalAddress, MMO_TASK_QUEUE: taskQueue },
-    encoding: 'utf8',
-  });
+const mmctl = mmctlFor(stack, taskQueue);
 
-const phaseAndReady = (name: string) => {
-  const mm = k.get('machinemodel', ns, name);
-  const ready = conditionOf(mm, 'Ready');
-  return { phase: mm?.status?.phase as string | undefined, reason: ready?.reason, message: ready?.message ?? '' };
-};
+const phaseAndReady = (name: string) => phaseAndReadyOf(k.get('machinemodel', ns, name));
 
 const warningEvents = (name: string) =>
   JSON.parse(

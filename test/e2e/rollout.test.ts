@@ -13,6 +13,7 @@ import { kubectlRun } from '../../tools/local-stack/stack.js';
 import { CaddyProcess } from '../support/caddy-under-test.js';
 import { conditionOf, kubectlFor } from '../support/cluster.js';
 import { eventually } from '../support/eventually.js';
+import { mmctlFor } from '../support/mmctl.js';
 import { machineModel } from '../support/models.js';
 import {
   installCrds,
@@ -28,12 +29,7 @@ let operator: OperatorProcess;
 let caddy: CaddyProcess;
 let ns: string;
 
-const mmctlScript = fileURLToPath(new URL('../../dist/src/mmctl.js', import.meta.url));
-const mmctl = (...args: string[]) =>
-  execFileSync(process.execPath, [mmctlScript, ...args], {
-    env: { ...process.env, TEMPORAL_ADDRESS: stack.temporalAddress, MMO_TASK_QUEUE: taskQueue },
-    encoding: 'utf8',
-  });
+const mmctl = mmctlFor(stack, taskQueue);
 
 const plan: RolloutSpec = { strategy: 'Canary', steps: [{ weight: 25, pause: '30m' }] };
 const model = (modelPath: string, rollout = plan) =>

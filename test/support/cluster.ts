@@ -56,6 +56,12 @@ export function conditionOf(
   return obj?.status?.conditions?.find((c: { type: string }) => c.type === type);
 }
 
+/** A model's phase and its Ready condition's reason and message, as a test waits on them. */
+export function phaseAndReadyOf(mm: any): { phase?: string; reason?: string; message: string } {
+  const ready = conditionOf(mm, 'Ready');
+  return { phase: mm?.status?.phase as string | undefined, reason: ready?.reason, message: ready?.message ?? '' };
+}
+
 /** The stack's admin kubeconfig, with the apiserver reached on another local port (a proxy in front of it). */
 export function kubeconfigThrough(stack: StackInfo, port: number): string {
   const config = YAML.parse(readFileSync(stack.kubeconfig, 'utf8')) as { clusters: { cluster: { server: string } }[] };

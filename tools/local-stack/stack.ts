@@ -214,11 +214,7 @@ export async function up(opts: StackOptions): Promise<StackInfo> {
     binaries,
     processes: [],
   };
-  const started = (p: ManagedProcess): ManagedProcess => {
-    info.processes.push(p);
-    saveStack(info);
-    return p;
-  };
+  const started = recordStarted(info);
   try {
     // Temporal comes up while the control plane does; both must have finished before a failure stops them.
     const temporal = managesTemporal
@@ -243,17 +239,22 @@ export async function up(opts: StackOptions): Promise<StackInfo> {
   return info;
 }
 
+/** Records each process as it starts, in stack.json too, so that `down` stops it even after a failed start. */
+function recordStarted(info: StackInfo): (p: ManagedProcess) => ManagedProcess {
+  return (p) => {
+    info.processes.push(p);
+    saveStack(info);
+    return p;
+  };
+}
+
 /**
  * Starts the object store of a running stack (unless it runs one), reachable from the real node's Pods
  * and holding the digits model, and records it in stack.json.
  */
 export async function startStackObjectStore(
   info: StackInfo,
-  started: (p: ManagedProcess) => ManagedProcess = (p) => {
-    info.processes.push(p);
-    saveStack(info);
-    return p;
-  },
+  started: (p: ManagedProcess) => ManagedProcess = recordStarted(info),
   log: (line: string) => void = (line) => console.error(line),
 ): Promise<ObjectStoreInfo> {
   if (info.objectStore) return info.objectStore;
