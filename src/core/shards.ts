@@ -1,0 +1,63 @@
+// Shards of the namespace hash: a model and its children share a namespace, so the replica that owns
+// a namespace's shard sees all of them. The hash and ranges are the apiserver's own (KEP-5866,
+// k8s.io/apimachinery/pkg/sharding): 64-bit FNV-1a of the field, ranges [start, end) in 0x-prefixed
+// 16-digit hex, so a server-side `shardSelector` and the client-side filter agree to the object.
+
+const space = 1n << 64n;
+const fnvOffset = 0xcbf29ce484222325n;
+const fnvPrime = 0x100000001b3n;
+const mask = space - 1n;
+
+/** 64-bit FNV-1a of the namespace's UTF-8 bytes, as Go's hash/fnv New64a. */
+export function namespaceHash(namespace: string): bigint {
+  let h = fnvOffset;
+  for (const byte of new TextEncoder().encode(namespace)) h = ((h ^ BigInt(byte)) * fnvPrime) & mask;
+  return h;
+}
+
+/** The first hash of shard k of `count`: ceil(k·2⁶⁴/count), so that shardOf agrees with the ranges. */
+function startOf(k: number, count: number): bigint {
+  const n = BigInt(k) * space;
+  const c = BigInt(count);
+  return (n + c - 1n) / c;
+}
+
+export function shardOf(namespace: string, count: number): number {
+  return Number((namespaceHash(namespace) * BigInt(count)) / space);
+}
+
+function hex(n: bigint): string {
+  return n === space ? '0x10000000000000000' : `0x${n.toString(16).padStart(16, '0')}`;
+}
+
+/** Shard k's hash range as the apiserver's shardRange() takes it. */
+export function shardRange(k: number, count: number): { start: string; end: string } {
+  return { start: hex(startOf(k, count)), end: hex(startOf(k + 1, count)) };
+}
+
+/**
+ * The list/watch `shardSelector` for a set of shards: adjacent shards merged into one range. Empty
+ * for every shard (no selector needed) and for none (the caller watches nothing).
+ */
+export function shardSelector(shards: Iterable<number>, count: number): string {
+  const owned = [...new Set(shards)].filter((k) => k >= 0 && k < count).sort((a, b) => a - b);
+  if (owned.length === 0 || owned.length === count) return '';
+  const ranges: [number, number][] = [];
+  for (const k of owned) {
+    const last = ranges.at(-1);
+    if (last && last[1] === k) last[1] = k + 1;
+    else ranges.push([k, k + 1]);
+  }
+  return ranges
+    .map(([from, to]) => {
+      const start = shardRange(from, count).start;
+      const end = shardRange(to - 1, count).end;
+      return `shardRange(object.metadata.namespace, '${start}', '${end}')`;
+    })
+    .join(' || ');
+}
+
+/** The task queue of shard k: each shard's workflows and activities run on the replica that owns it. */
+export function shardTaskQueue(base: string, k: number): string {
+  return `${base}/shard-${k}`;
+}

@@ -1,0 +1,44 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { namespaceHash, shardOf, shardRange, shardSelector, shardTaskQueue } from '../../src/core/shards.js';
+
+const inRange = (hash: bigint, r: { start: string; end: string }) => hash >= BigInt(r.start) && hash < BigInt(r.end);
+
+describe('shards of the namespace hash', () => {
+  it("hashes as the apiserver does (Go's hash/fnv New64a, values printed by Go)", () => {
+    const go: [string, string][] = [
+      ['', 'cbf29ce484222325'],
+      ['default', 'ebada5168620c5fe'],
+      ['kube-system', 'df65c7bc1d82b35e'],
+      ['bench-ns-0', '60811a2ae1f693f2'],
+      ['tenant-a', 'c2ef8128e3eb9efb'],
+      ['models-ü', '4f218c1dbfdb83ad'],
+    ];
+    for (const [ns, hex] of go) expect(namespaceHash(ns).toString(16).padStart(16, '0'), ns).toBe(hex);
+  });
+
+  it("writes ranges as the apiserver's parser takes them: 16 hex digits, 2^64 as the last end", () => {
+    expect(shardRange(0, 2)).toEqual({ start: '0x0000000000000000', end: '0x8000000000000000' });
+    expect(shardRange(1, 2)).toEqual({ start: '0x8000000000000000', end: '0x10000000000000000' });
+    expect(shardRange(2, 3).start).toBe('0xaaaaaaaaaaaaaaab');
+  });
+
+  it('puts every namespace in exactly one shard, the one whose range holds its hash', () => {
+    fc.assert(
+      fc.property(fc.string({ maxLength: 63 }), fc.integer({ min: 1, max: 64 }), (ns, count) => {
+        const hash = namespaceHash(ns);
+        const holders = [...Array(count).keys()].filter((k) => inRange(hash, shardRange(k, count)));
+        expect(holders).toEqual([shardOf(ns, count)]);
+      }),
+    );
+  });
+
+  it('selects the owned shards, adjacent ranges merged; nothing to select for all of them', () => {
+    expect(shardSelector([3, 0, 1], 4)).toBe(
+      "shardRange(object.metadata.namespace, '0x0000000000000000', '0x8000000000000000') || " +
+        "shardRange(object.metadata.namespace, '0xc000000000000000', '0x10000000000000000')",
+    );
+    expect(shardSelector([0, 1, 2, 3], 4)).toBe('');
+    expect(shardTaskQueue('machinemodel-operator', 3)).toBe('machinemodel-operator/shard-3');
+  });
+});
