@@ -7,7 +7,7 @@ import type http from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { KubeConfig } from '@kubernetes/client-node';
 import { Client } from '@temporalio/client';
-import { Worker } from '@temporalio/worker';
+import { NativeConnection, Worker } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { CaddyFleet } from '../activities/gateway/caddy-fleet.js';
 import type { GatewayDriver } from '../activities/gateway/driver.js';
@@ -26,6 +26,9 @@ import { lazyClient, untilTemporalAnswers, watchTemporal, workerConnector } from
 import { signalVanishedModels } from './informer/vanished-models.js';
 import { workflowBundleOptions } from './process/workflow-bundle.js';
 import { workflowSender } from './informer/workflow-client.js';
+import { shardOf, shardTaskQueue } from './core/shards.js';
+import { leasePrefixFor, ShardLeases } from './process/shard-leases.js';
+import { ShardPlacement, type ShardWorker } from './process/shard-placement.js';
 
 /**
  * Compiled (dist/src/operator.js, as the image runs it): the workflow bundle that `npm run build`
@@ -81,6 +84,8 @@ export interface RunningOperator {
 /** What `stop()` undoes, in this order: no new work is queued while in-flight work finishes. */
 interface Parts {
   temporalWatch?: () => void;
+  /** Lets go of the shards: their workers stop, then their Leases are freed. */
+  shards?: () => Promise<void>;
   informer?: () => Promise<void>;
   worker?: () => Promise<void>;
   endpoints?: http.Server;
@@ -102,33 +107,44 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
   const workerKube = config.role !== 'informer' ? new KubeClient(kc) : undefined;
   if (workerKube) sources.reads = workerKube.reads;
 
+  const sharded = config.sharding.shards > 0;
+  let connected: ((connection: NativeConnection) => void) | undefined;
+  /** The worker's connection, which the shards' workers share. */
+  const workerConnection = new Promise<NativeConnection>((resolve) => (connected = resolve));
+
+  function createWorker(connection: NativeConnection, taskQueue: string, activities: object): Promise<Worker> {
+    return Worker.create({
+      connection,
+      namespace: config.temporal.namespace,
+      taskQueue,
+      ...workflowSource(),
+      activities,
+      interceptors: { activity: [reconcileMetrics.activityInterceptor()] },
+      sinks: reconcileMetrics.sinks(),
+      maxConcurrentActivityTaskExecutions: config.maxConcurrentActivities,
+      maxConcurrentWorkflowTaskExecutions: config.maxConcurrentWorkflowTasks,
+      maxConcurrentLocalActivityExecutions: config.maxConcurrentLocalActivities,
+      maxCachedWorkflows: config.maxCachedWorkflows ?? cachedWorkflowsFor(heapLimitMiB(), config.maxStartingModels),
+      stickyQueueScheduleToStartTimeout: `${config.stickyQueueTimeoutSeconds} seconds`,
+      shutdownGraceTime: '10 seconds',
+    });
+  }
+
+  let activities: object | undefined;
+
   async function startWorker(): Promise<void> {
     readyGate.waitFor('worker', 'the worker does not poll Temporal yet');
-    const workflows = workflowSource();
     const kube = workerKube!;
-    const activities = createActivities({ kube, build: config.build, gateway: gatewayDriver(config.gateway, kube) });
+    activities = createActivities({ kube, build: config.build, gateway: gatewayDriver(config.gateway, kube) });
     const connection = await untilTemporalAnswers(workerConnector(config.temporal), temporal, abort.signal);
     parts.temporalWatch = watchTemporal(connection, temporal);
+    // The base queue's worker runs everywhere: the janitor, models started before sharding or by mmctl.
     const worker = await untilTemporalAnswers(
-      () =>
-        Worker.create({
-          connection,
-          namespace: config.temporal.namespace,
-          taskQueue: config.temporal.taskQueue,
-          ...workflows,
-          activities,
-          interceptors: { activity: [reconcileMetrics.activityInterceptor()] },
-          sinks: reconcileMetrics.sinks(),
-          maxConcurrentActivityTaskExecutions: config.maxConcurrentActivities,
-          maxConcurrentWorkflowTaskExecutions: config.maxConcurrentWorkflowTasks,
-          maxConcurrentLocalActivityExecutions: config.maxConcurrentLocalActivities,
-          maxCachedWorkflows: config.maxCachedWorkflows ?? cachedWorkflowsFor(heapLimitMiB(), config.maxStartingModels),
-          stickyQueueScheduleToStartTimeout: `${config.stickyQueueTimeoutSeconds} seconds`,
-          shutdownGraceTime: '10 seconds',
-        }),
+      () => createWorker(connection, config.temporal.taskQueue, activities!),
       temporal,
       abort.signal,
     );
+    connected?.(connection);
     const run = worker.run().finally(() => connection.close());
     run.then(settle.resolve, settle.reject);
     parts.worker = async () => {
@@ -146,15 +162,33 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
     );
   }
 
+  /** A shard's worker, on its own queue, sharing the base worker's connection and activities. */
+  async function startShardWorker(shard: number): Promise<ShardWorker> {
+    const connection = await workerConnection;
+    const worker = await untilTemporalAnswers(
+      () => createWorker(connection, shardTaskQueue(config.temporal.taskQueue, shard), activities!),
+      temporal,
+      abort.signal,
+    );
+    const run = worker.run();
+    return {
+      run,
+      async shutdown() {
+        if (worker.getState() === 'RUNNING') worker.shutdown();
+        await run.catch(() => undefined);
+      },
+    };
+  }
+
   async function startInformer(): Promise<void> {
     const connection = lazyClient(config.temporal);
     const client = new Client({ connection, namespace: config.temporal.namespace });
     // Without a worker in this process, the informer's own connection tells whether Temporal answers.
     if (config.role === 'informer') parts.temporalWatch = watchTemporal(connection, temporal);
-    const signaler = new Signaler(
-      workflowSender(client, { taskQueue: config.temporal.taskQueue, workflow: config.workflow }),
-      log,
-    );
+    const base = config.temporal.taskQueue;
+    const { shards, leaseNamespace, identity } = config.sharding;
+    const queueFor = sharded ? (namespace: string) => shardTaskQueue(base, shardOf(namespace, shards)) : undefined;
+    const signaler = new Signaler(workflowSender(client, { taskQueue: base, queueFor, workflow: config.workflow }), log);
     const server = kc.getCurrentCluster()?.server ?? 'the configured server';
     const apiserver = new Reachability(
       'informer',
@@ -169,6 +203,8 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
       watchTimeoutSeconds: config.watchTimeoutSeconds,
       apiserver,
       maxStartingModels: config.maxStartingModels,
+      // No shard until the Leases give some.
+      shards: sharded ? { count: shards, owned: [] } : undefined,
     });
     Object.assign(sources, { informer, signaler, startGate: informer.startGate });
     parts.informer = async () => {
@@ -180,20 +216,44 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
     log.info({ namespaces: config.namespaces.length ? config.namespaces : 'all' }, 'informer synced');
     workerKube?.readFrom(informer);
     // In the background: a visibility query need not hold the informer's readiness.
-    void untilTemporalAnswers(
-      () =>
-        signalVanishedModels(client, {
-          taskQueue: config.temporal.taskQueue,
-          namespaces: config.namespaces,
-          known: (ns, name) => informer.lookup('MachineModel', ns, name) !== undefined,
-          enqueue: (r) => signaler.enqueue(r),
-        }),
-      temporal,
-      abort.signal,
-    ).then(
-      (vanished) => log.info({ vanished }, 'told the workflows of models deleted while no informer watched'),
-      () => undefined,
-    );
+    const sweepVanished = (taskQueues: string[]) =>
+      void untilTemporalAnswers(
+        () =>
+          signalVanishedModels(client, {
+            taskQueues,
+            namespaces: config.namespaces,
+            // 'unknown' (another replica's shard) counts as known: its owner looks.
+            known: (ns, name) => informer.lookup('MachineModel', ns, name) !== undefined,
+            enqueue: (r) => signaler.enqueue(r),
+          }),
+        temporal,
+        abort.signal,
+      ).then(
+        (vanished) => log.info({ vanished }, 'told the workflows of models deleted while no informer watched'),
+        () => undefined,
+      );
+    if (!sharded) sweepVanished([base]);
+    else {
+      const placement = new ShardPlacement(
+        {
+          startWorker: startShardWorker,
+          reshard: (owned) => informer.reshard(owned),
+          gained: (gained) => sweepVanished([base, ...gained.map((k) => shardTaskQueue(base, k))]),
+          failed: (err) => settle.reject(err),
+        },
+        log,
+      );
+      const leases = new ShardLeases(
+        kc,
+        { namespace: leaseNamespace, identity, count: shards, prefix: leasePrefixFor(base) },
+        (owned) => placement.place(owned),
+        log,
+      );
+      sources.shards = { leases, placement };
+      parts.shards = () => leases.stop();
+      leases.start();
+      log.info({ shards, leaseNamespace, identity }, 'taking shards through Leases');
+    }
     if (config.gateway.kind !== 'none') {
       // Idempotent across replicas: the one janitor keeps running, the others' starts are no-ops.
       const input: JanitorInput = { intervalSeconds: config.gatewaySweepSeconds };
@@ -232,6 +292,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
     async stop() {
       abort.abort();
       parts.temporalWatch?.();
+      await parts.shards?.();
       await parts.informer?.();
       await parts.worker?.();
       const endpoints = parts.endpoints;

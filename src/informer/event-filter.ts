@@ -199,6 +199,12 @@ export class ChangeFilter {
     };
   }
 
+  /** Drops what it remembers of the namespaces `drop` names (a shard this replica no longer holds). */
+  forget(drop: (namespace: string) => boolean): void {
+    for (const id of this.seen.keys()) if (drop(id.split('/')[1] ?? '')) this.seen.delete(id);
+    for (const id of this.models) if (drop(id.split('/')[0] ?? '')) this.models.delete(id);
+  }
+
   /** After a reconnect: look again at the object's model, unless that model is known to be gone. */
   lookAgain(kind: WatchedKind, obj: WatchedObject): SignalRequest | undefined {
     const key = modelKeyOf(kind, obj);

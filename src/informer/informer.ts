@@ -35,6 +35,7 @@ import {
 } from './event-filter.js';
 import { StartGate } from './start-gate.js';
 import { startGateDefaults } from '../core/first-round.js';
+import { ShardScope, type Shards } from './shard-scope.js';
 
 interface SourceSpec {
   kind: WatchedKind | 'Namespace' | 'Event';
@@ -174,6 +175,8 @@ export interface InformerOptions {
   apiserver?: Reachability;
   /** How many new models' workflows start at once (src/informer/start-gate.ts); 0: no bound. */
   maxStartingModels: number;
+  /** Only the namespaces of these shards (src/core/shards.ts); absent: every namespace. See `reshard`. */
+  shards?: Shards;
 }
 
 export const defaultInformerOptions: InformerOptions = {
@@ -183,6 +186,34 @@ export const defaultInformerOptions: InformerOptions = {
   restartBackoffMs: { initial: 500, max: 30_000 },
   maxStartingModels: startGateDefaults.maxStarting,
 };
+
+/** A watch that asks for the scope's shards and passes on only the objects the scope keeps. */
+class ScopedWatch extends Watch {
+  constructor(
+    kc: KubeConfig,
+    private readonly selector: string,
+    private readonly keeps: (obj: KubernetesObject) => boolean,
+  ) {
+    super(kc);
+  }
+
+  override watch(
+    path: string,
+    params: Record<string, string | number | boolean | undefined>,
+    callback: (phase: string, apiObj: KubernetesObject, watchObj?: unknown) => void,
+    done: (err: unknown) => void,
+  ): Promise<AbortController> {
+    const query = this.selector ? { ...params, shardSelector: this.selector } : params;
+    return super.watch(
+      path,
+      query,
+      (phase, obj, watchObj) => {
+        if (phase === 'BOOKMARK' || phase === 'ERROR' || this.keeps(obj)) callback(phase, obj, watchObj);
+      },
+      done,
+    );
+  }
+}
 
 /** One list+watch of one kind in one namespace (or all), restarted after every failure. */
 class Source {
@@ -205,12 +236,18 @@ class Source {
     readonly spec: SourceSpec,
     readonly namespace: string | undefined,
     kc: KubeConfig,
+    scope: ShardScope,
     private readonly opts: InformerOptions,
     private readonly onEvent: (kind: SourceSpec['kind'], type: WatchEventType, obj: WatchedObject) => void,
     private readonly onRelisted: (source: Source) => void,
     private readonly onFailed: (source: Source, err: unknown, retryInMs: number) => void,
   ) {
-    const api = apiClient(kc, KubernetesObjectApi);
+    // A cluster-scoped Namespace has no namespace to hash: the apiserver cannot shard its watch.
+    const namespaced = spec.kind !== 'Namespace';
+    const keeps = (o: KubernetesObject) =>
+      scope.keeps((namespaced ? o.metadata?.namespace : o.metadata?.name) ?? '');
+    const selector = namespaced ? scope.selector : '';
+    const api = apiClient(kc, KubernetesObjectApi, undefined, selector ? { shardSelector: selector } : {});
     const collection = `${spec.prefix}${namespace ? `/namespaces/${namespace}` : ''}/${spec.resource}`;
     const watchPath = `${collection}?timeoutSeconds=${opts.watchTimeoutSeconds}&allowWatchBookmarks=true`;
     const { labelSelector, fieldSelector } = spec;
@@ -227,6 +264,7 @@ class Source {
         fieldSelector,
         labelSelector,
       );
+      listed.items = listed.items.filter(keeps);
       // A list's items come without apiVersion and kind. Cached so, they would read as different from
       // what the operator applies, and every round after a restart would apply its children again.
       for (const item of listed.items) {
@@ -235,7 +273,7 @@ class Source {
       }
       return listed;
     };
-    this.lw = new ListWatch(watchPath, new Watch(kc), list, false, labelSelector, fieldSelector);
+    this.lw = new ListWatch(watchPath, new ScopedWatch(kc, selector, keeps), list, false, labelSelector, fieldSelector);
     this.synced = new Promise((resolve) => (this.markSynced = resolve));
     const alive = () => (this.lastActivity = Date.now());
     this.lw.on('connect', alive);
@@ -305,36 +343,55 @@ class Source {
   }
 }
 
+/** The sources of one scope: rebuilt when the replica's shards change. */
+interface Watching {
+  scope: ShardScope;
+  sources: Source[];
+  /** Watched when permitted; the operator works without them (a missing permission is logged at each retry). */
+  pods: Source[];
+  probeEvents: Source[];
+  /** The sources whose caches the worker reads: every one but the namespaces'. */
+  cached: Source[];
+  namespaces: Source;
+}
+
 export class Informer {
   private readonly filter = new ChangeFilter();
-  private readonly sources: Source[];
-  /** Watched when permitted; the operator works without them (a missing permission is logged at each retry). */
-  private readonly pods: Source[];
-  private readonly probeEvents: Source[];
-  /** The sources whose caches the worker reads: every one but the namespaces'. */
-  private readonly cached: Source[];
-  private readonly namespaces: Source;
+  private watching: Watching;
   private readonly apiserver?: Reachability;
+  private readonly options: InformerOptions;
+  /** Restarts of the sources a reshard replaced. */
+  private earlierRestarts = 0;
+  /** Reshards run one after another. */
+  private resharding: Promise<void> = Promise.resolve();
+  private started = false;
   readonly startGate: StartGate;
   events = 0;
   /** Children's events dropped because their namespace is being deleted. */
   ignoredInTerminatingNamespaces = 0;
 
   constructor(
-    kc: KubeConfig,
+    private readonly kc: KubeConfig,
     onSignal: (request: SignalRequest) => void,
     private readonly log: Logger,
     opts: Partial<InformerOptions> = {},
   ) {
     const o = { ...defaultInformerOptions, ...opts };
+    this.options = o;
     this.startGate = new StartGate(onSignal, { ...startGateDefaults, maxStarting: o.maxStartingModels });
     this.apiserver = o.apiserver;
-    const namespaces: (string | undefined)[] = o.namespaces.length ? o.namespaces : [undefined];
+    this.watching = this.watch(new ShardScope(o.shards));
+  }
+
+  private watch(scope: ShardScope): Watching {
+    const o = this.options;
+    const namespaces: (string | undefined)[] = scope.empty ? [] : o.namespaces.length ? o.namespaces : [undefined];
     const source = (spec: SourceSpec, ns: string | undefined) =>
       new Source(
         spec,
         ns,
-        kc,
+        this.kc,
+        scope,
         o,
         (k, t, obj) => {
           if (k === 'Event') this.handleProbe(t, obj as CoreV1Event);
@@ -343,13 +400,30 @@ export class Informer {
         (s) => this.relisted(s),
         (s, err, retryInMs) => this.failed(s, err, retryInMs),
       );
-    this.sources = [...sources, ...(o.watchHttpRoutes ? [httpRoutes] : [])].flatMap((spec) =>
+    const main = [...sources, ...(o.watchHttpRoutes ? [httpRoutes] : [])].flatMap((spec) =>
       namespaces.map((ns) => source(spec, ns)),
     );
-    this.pods = namespaces.map((ns) => source(podSource, ns));
-    this.probeEvents = namespaces.map((ns) => source(probeEventSource, ns));
-    this.cached = [...this.sources, ...this.pods];
-    this.namespaces = source(namespaceSource, undefined);
+    const pods = namespaces.map((ns) => source(podSource, ns));
+    return {
+      scope,
+      sources: main,
+      pods,
+      probeEvents: namespaces.map((ns) => source(probeEventSource, ns)),
+      cached: [...main, ...pods],
+      namespaces: source(namespaceSource, undefined),
+    };
+  }
+
+  private get sources(): Source[] {
+    return this.watching.sources;
+  }
+
+  private get cached(): Source[] {
+    return this.watching.cached;
+  }
+
+  private get namespaces(): Source {
+    return this.watching.namespaces;
   }
 
   /** Whether the namespace is being deleted, as far as the namespace watch knows (false when it cannot). */
@@ -359,7 +433,7 @@ export class Informer {
   }
 
   get restarts(): number {
-    return this.cached.reduce((n, s) => n + s.restarts, 0);
+    return this.earlierRestarts + this.cached.reduce((n, s) => n + s.restarts, 0);
   }
 
   /**
@@ -374,6 +448,8 @@ export class Informer {
   }
 
   private usableSource(kind: string, namespace: string): Source | undefined {
+    // Another replica's shard: this cache knows nothing of it, which is not "absent".
+    if (!this.watching.scope.keeps(namespace)) return undefined;
     const source = this.cached.find((s) => s.spec.kind === kind && (!s.namespace || s.namespace === namespace));
     return source?.usable ? source : undefined;
   }
@@ -412,7 +488,7 @@ export class Informer {
 
   private failed(source: Source, err: unknown, retryInMs: number): void {
     // Before the first list of every source, the apiserver not answering is one line, not one per source.
-    if (this.apiserver && !this.sources.every((s) => s.hasSynced)) return this.apiserver.down(apiMessage(err));
+    if (this.apiserver && !this.started) return this.apiserver.down(apiMessage(err));
     this.log.warn({ source: source.label, err: apiMessage(err), retryInMs }, 'list/watch failed; restarting');
   }
 
@@ -432,16 +508,51 @@ export class Informer {
 
   /** Starts every list+watch; resolves when each has listed once (failures keep retrying in the background). */
   async start(): Promise<void> {
-    // Not awaited: the operator works without them (a missing permission is logged at each retry).
-    void this.namespaces.start();
-    for (const s of [...this.pods, ...this.probeEvents]) void s.start();
-    await Promise.all(this.sources.map((s) => s.start()));
-    await Promise.all(this.sources.map((s) => s.synced));
+    await this.startWatching(this.watching);
+    this.started = true;
     this.apiserver?.up();
+  }
+
+  private async startWatching(w: Watching): Promise<void> {
+    // Not awaited: the operator works without them (a missing permission is logged at each retry).
+    void w.namespaces.start();
+    for (const s of [...w.pods, ...w.probeEvents]) void s.start();
+    await Promise.all(w.sources.map((s) => s.start()));
+    await Promise.all(w.sources.map((s) => s.synced));
+  }
+
+  private async stopWatching(w: Watching): Promise<void> {
+    await Promise.all([...w.cached, ...w.probeEvents, w.namespaces].map((s) => s.stop()));
+  }
+
+  /**
+   * Keeps only the namespaces of these shards from now on. The sources are replaced: those of the old
+   * scope stop, the new ones list (meanwhile every lookup is 'unknown', so the worker reads the
+   * apiserver), and a gained shard's models are signalled as at start-up, since the filter has not
+   * seen them. What the filter and the start gate remember of a lost shard is dropped: its new owner
+   * signals its models.
+   */
+  reshard(owned: readonly number[]): Promise<void> {
+    const shards = this.options.shards;
+    if (!shards) throw new Error('reshard: this informer was not started with shards');
+    const next = this.resharding.then(async () => {
+      const scope = new ShardScope({ count: shards.count, owned });
+      if (scope.sameAs(this.watching.scope)) return;
+      const before = this.watching;
+      this.earlierRestarts += before.cached.reduce((n, s) => n + s.restarts, 0);
+      await this.stopWatching(before);
+      this.filter.forget((ns) => !scope.keeps(ns));
+      this.startGate.forget((ns) => !scope.keeps(ns));
+      this.watching = this.watch(scope);
+      if (this.started) await this.startWatching(this.watching);
+    });
+    this.resharding = next.catch(() => undefined);
+    return next;
   }
 
   async stop(): Promise<void> {
     this.startGate.stop();
-    await Promise.all([...this.cached, ...this.probeEvents, this.namespaces].map((s) => s.stop()));
+    await this.resharding;
+    await this.stopWatching(this.watching);
   }
 }

@@ -85,6 +85,14 @@ export class StartGate {
     this.pump();
   }
 
+  /** Lets go of the models of the namespaces `drop` names (their shard's new owner starts them). */
+  forget(drop: (namespace: string) => boolean): void {
+    const dropped = (key: string) => drop(key.slice(0, key.indexOf('/')));
+    for (const key of this.waiting.keys()) if (dropped(key)) this.waiting.delete(key);
+    for (const key of this.starting.keys()) if (dropped(key)) this.starting.delete(key);
+    this.pump();
+  }
+
   stop(): void {
     clearTimeout(this.timer);
     this.timer = undefined;

@@ -8,7 +8,8 @@ import { nameAttribute, namespaceAttribute } from '../../workflows/search-attrib
 import type { SignalRequest } from './event-filter.js';
 
 export interface VanishedSweep {
-  taskQueue: string;
+  /** The queues whose workflows to look at: the base queue, and with shards those just taken. */
+  taskQueues: string[];
   /** The informer's namespaces; empty for all. */
   namespaces: string[];
   /** The informer's cache holds a model of this name, or cannot say. */
@@ -17,12 +18,12 @@ export interface VanishedSweep {
 }
 
 /** Visibility query for the running workflows of the models in the informer's namespaces. */
-export function runningModelsQuery(taskQueue: string, namespaces: string[]): string {
+export function runningModelsQuery(taskQueues: string[], namespaces: string[]): string {
   const quote = (s: string) => `'${s.replace(/'/g, "\\'")}'`;
   const clauses = [
     `WorkflowType = ${quote(workflowType)}`,
     `ExecutionStatus = 'Running'`,
-    `TaskQueue = ${quote(taskQueue)}`,
+    taskQueues.length === 1 ? `TaskQueue = ${quote(taskQueues[0]!)}` : `TaskQueue IN (${taskQueues.map(quote).join(', ')})`,
   ];
   if (namespaces.length) clauses.push(`${namespaceAttribute.name} IN (${namespaces.map(quote).join(', ')})`);
   return clauses.join(' AND ');
@@ -31,7 +32,7 @@ export function runningModelsQuery(taskQueue: string, namespaces: string[]): str
 /** Signals `deleted` to each running workflow whose model is gone; returns how many. */
 export async function signalVanishedModels(client: Client, sweep: VanishedSweep): Promise<number> {
   let vanished = 0;
-  for await (const w of client.workflow.list({ query: runningModelsQuery(sweep.taskQueue, sweep.namespaces) })) {
+  for await (const w of client.workflow.list({ query: runningModelsQuery(sweep.taskQueues, sweep.namespaces) })) {
     const namespace = w.typedSearchAttributes.get(namespaceAttribute);
     const name = w.typedSearchAttributes.get(nameAttribute);
     if (!namespace || !name || sweep.known(namespace, name)) continue;

@@ -13,6 +13,8 @@ import type { WorkflowConfig } from '../core/reconcile-timing.js';
 
 export interface StartSettings {
   taskQueue: string;
+  /** With shards: the task queue of the namespace's shard, where its replica's worker polls. */
+  queueFor?: (namespace: string) => string;
   workflow: Partial<WorkflowConfig>;
 }
 
@@ -28,7 +30,7 @@ export function startOptions(key: { namespace: string; name: string }, settings:
   };
   return {
     workflowId: workflowIdFor(key.namespace, key.name),
-    taskQueue: settings.taskQueue,
+    taskQueue: settings.queueFor?.(key.namespace) ?? settings.taskQueue,
     args: [input] as [MachineModelWorkflowInput],
     ...(uid ? { memo: { uid } } : {}),
     typedSearchAttributes: [

@@ -1,6 +1,9 @@
 // Operator configuration: flags, with environment variables as defaults (12-factor), validated up front
 // so that a bad value is one clear line, not a failure deep inside a client.
 import { Command, InvalidArgumentError, Option } from 'commander';
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { defaultBuildOptions, type BuildOptions } from '../core/desired-state.js';
 import { defaultWorkflowConfig, type WorkflowConfig } from '../core/reconcile-timing.js';
 import { startGateDefaults } from '../core/first-round.js';
@@ -48,6 +51,11 @@ export interface OperatorConfig {
   maxCachedWorkflows?: number;
   /** New models whose workflows may be starting at once (the informer's start gate); 0: no bound. */
   maxStartingModels: number;
+  /**
+   * Replicas split the namespaces in this many shards, taken through Leases in `leaseNamespace`
+   * (docs/scaling.md); 0: every replica watches everything and polls the one task queue.
+   */
+  sharding: { shards: number; leaseNamespace: string; identity: string };
   /** How long a workflow task may wait on this worker's sticky queue before it moves to the normal one. */
   stickyQueueTimeoutSeconds: number;
   build: BuildOptions;
@@ -251,6 +259,25 @@ function operatorCommand(): Command {
     )
     .addOption(
       new Option(
+        '--shards <n>',
+        "split the namespaces in n shards, which the replicas take through Leases: each lists, watches and runs the workflows of its shards' namespaces only (docs/scaling.md); 0: every replica does everything",
+      )
+        .env('MMO_SHARDS')
+        .argParser(wholeNumber('--shards', 0))
+        .default(0),
+    )
+    .addOption(
+      new Option('--lease-namespace <namespace>', "where the shards' Leases live: the operator's own namespace")
+        .env('MMO_LEASE_NAMESPACE')
+        .default(inClusterNamespace() ?? 'machinemodel-system'),
+    )
+    .addOption(
+      new Option('--identity <name>', "this replica's name in the shards' Leases (default: its host name and a random suffix)")
+        .env('MMO_IDENTITY')
+        .default(`${hostname()}-${randomBytes(3).toString('hex')}`),
+    )
+    .addOption(
+      new Option(
         '--sticky-queue-timeout <seconds>',
         "how long a workflow task waits on this worker's sticky queue before it moves to the normal queue, " +
           "which the SDK serves with one poller while the sticky queue has a backlog; also how long a dead worker's " +
@@ -393,6 +420,18 @@ function operatorCommand(): Command {
     .configureOutput({ writeErr: (s) => process.stderr.write(s) });
 }
 
+/** Each shard a replica holds is a Temporal worker of its own (its own queue, cache and workflow thread). */
+const maxShards = 64;
+
+/** The namespace of the ServiceAccount the operator runs as, when it runs in a Pod. */
+function inClusterNamespace(): string | undefined {
+  try {
+    return readFileSync('/var/run/secrets/kubernetes.io/serviceaccount/namespace', 'utf8').trim() || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Every environment variable the operator reads: a manifest that sets any other has a typo. */
 export function operatorEnvironment(): string[] {
   const fromOptions = operatorCommand().options.flatMap((o) => (o.envVar ? [o.envVar] : []));
@@ -414,6 +453,9 @@ export function parseOperatorConfig(argv: string[]): OperatorConfig {
         maxConcurrentLocalActivities: number;
         maxCachedWorkflows?: number;
         maxStartingModels: number;
+        shards: number;
+        leaseNamespace: string;
+        identity: string;
         stickyQueueTimeout: number;
         gpuResourceName: string;
         clusterDomain: string;
@@ -430,6 +472,11 @@ export function parseOperatorConfig(argv: string[]): OperatorConfig {
         logLevel: string;
       }
   >();
+  if (o.shards > 0 && o.role !== 'all')
+    throw new InvalidArgumentError(
+      "--shards needs --role all: a shard's workflows read the caches of the informer that watches it",
+    );
+  if (o.shards > maxShards) throw new InvalidArgumentError(`--shards must be at most ${maxShards}, got ${o.shards}`);
   const namespaces = o.namespaces
     .split(',')
     .map((s) => s.trim())
@@ -444,6 +491,7 @@ export function parseOperatorConfig(argv: string[]): OperatorConfig {
     maxConcurrentLocalActivities: o.maxConcurrentLocalActivities,
     maxCachedWorkflows: o.maxCachedWorkflows,
     maxStartingModels: o.maxStartingModels,
+    sharding: { shards: o.shards, leaseNamespace: o.leaseNamespace, identity: o.identity },
     stickyQueueTimeoutSeconds: o.stickyQueueTimeout,
     build: {
       ...defaultBuildOptions,

@@ -4,14 +4,15 @@
 // takes to notice: minutes.
 import {
   createConfiguration,
+  HttpMethod,
   KubeConfig,
+  RequestContext,
   ResponseContext,
   SelfDecodingBody,
   ServerConfiguration,
   wrapHttpLibrary,
   type Configuration,
   type HttpLibrary,
-  type RequestContext,
   type SecurityAuthentication,
 } from '@kubernetes/client-node';
 import { request, type Dispatcher } from 'undici';
@@ -78,9 +79,10 @@ async function send(ctx: RequestContext): Promise<ResponseContext> {
   return new ResponseContext(res.statusCode, headers, new SelfDecodingBody(Promise.resolve(body)));
 }
 
-function withDeadline(pool: Connections, timeoutMs: number): HttpLibrary {
+function withDeadline(pool: Connections, timeoutMs: number, query: Record<string, string>): HttpLibrary {
   return wrapHttpLibrary({
     async send(ctx) {
+      for (const [name, value] of Object.entries(query)) ctx.setQueryParam(name, value);
       const deadline = AbortSignal.timeout(timeoutMs);
       ctx.setSignal(deadline);
       try {
@@ -93,15 +95,45 @@ function withDeadline(pool: Connections, timeoutMs: number): HttpLibrary {
   });
 }
 
-export function apiClient<T>(kc: KubeConfig, type: new (config: Configuration) => T, timeoutMs = requestTimeoutMs): T {
+function poolOf(kc: KubeConfig): Connections {
+  return connections.get(kc) ?? connections.set(kc, new Connections(kc)).get(kc)!;
+}
+
+function serverOf(kc: KubeConfig): string {
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new Error('the kubeconfig names no current cluster');
-  const pool = connections.get(kc) ?? connections.set(kc, new Connections(kc)).get(kc)!;
+  return cluster.server;
+}
+
+/** A generated client; `query` is added to each of its requests (a list's shardSelector). */
+export function apiClient<T>(
+  kc: KubeConfig,
+  type: new (config: Configuration) => T,
+  timeoutMs = requestTimeoutMs,
+  query: Record<string, string> = {},
+): T {
+  const pool = poolOf(kc);
   return new type(
     createConfiguration({
-      baseServer: new ServerConfiguration(cluster.server, {}),
+      baseServer: new ServerConfiguration(serverOf(kc), {}),
       authMethods: { default: pool.auth },
-      httpApi: withDeadline(pool, timeoutMs),
+      httpApi: withDeadline(pool, timeoutMs, query),
     }),
   );
+}
+
+/**
+ * A GET whose JSON answer is returned as the server wrote it: the generated types drop fields they do
+ * not know (an alpha field such as a list's `metadata.shardInfo`).
+ */
+export async function getJson(kc: KubeConfig, path: string): Promise<{ status: number; body: unknown }> {
+  const pool = poolOf(kc);
+  const ctx = new RequestContext(`${serverOf(kc)}${path}`, HttpMethod.GET);
+  ctx.setHeaderParam('Accept', 'application/json');
+  await pool.auth.applySecurityAuthentication(ctx);
+  const deadline = AbortSignal.timeout(requestTimeoutMs);
+  ctx.setSignal(deadline);
+  const res = await send(ctx);
+  const text = await res.body.text();
+  return { status: res.httpStatusCode, body: text ? JSON.parse(text) : undefined };
 }

@@ -10,6 +10,8 @@ export interface MetricSources {
   startGate?: { started: number; expired: number; waitingCount: number; startingCount: number };
   /** The worker's Kubernetes reads, by where they were served from. */
   reads?: { cache: number; apiserver: number };
+  /** With --shards: the Leases held and taken, the placements applied. */
+  shards?: { leases: { owned: number[]; taken: number }; placement: { moves: number } };
 }
 
 export function createMetrics(sources: MetricSources): Registry {
@@ -90,6 +92,16 @@ export function createMetrics(sources: MetricSources): Registry {
     'machinemodel_operator_models_starting',
     'Models let through the start gate that are not yet Ready or stalled',
     () => sources.startGate?.startingCount ?? 0,
+  );
+  gauge(
+    'machinemodel_operator_shards_held',
+    "Shards whose Leases this replica holds (with --shards): it watches and runs their namespaces' models",
+    () => sources.shards?.leases.owned.length ?? 0,
+  );
+  counter(
+    'machinemodel_operator_shards_taken_total',
+    'Shard Leases this replica took (at start, or from a replica that left)',
+    () => sources.shards?.leases.taken ?? 0,
   );
   gauge(
     'machinemodel_operator_signals_pending',

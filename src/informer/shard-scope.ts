@@ -1,0 +1,46 @@
+// Which objects an informer keeps: every one, or those of the namespaces in the shards its replica
+// holds. The apiserver filters too when it offers sharded list and watch (KEP-5866); the client-side
+// check stays either way, so that a server without the feature (or with the gate off, which ignores
+// the selector) changes how much is sent, never what is kept.
+import { shardOf, shardSelector } from '../core/shards.js';
+
+export interface Shards {
+  count: number;
+  owned: readonly number[];
+}
+
+export class ShardScope {
+  /** The list and watch `shardSelector`; empty when every namespace is kept. */
+  readonly selector: string;
+  private readonly owned: ReadonlySet<number>;
+  private readonly memo = new Map<string, boolean>();
+
+  constructor(readonly shards?: Shards) {
+    this.owned = new Set(shards?.owned ?? []);
+    this.selector = shards ? shardSelector(this.owned, shards.count) : '';
+  }
+
+  /** No shard held: nothing to list or watch. */
+  get empty(): boolean {
+    return !!this.shards && this.owned.size === 0;
+  }
+
+  keeps(namespace: string): boolean {
+    if (!this.shards) return true;
+    let kept = this.memo.get(namespace);
+    if (kept === undefined) {
+      kept = this.owned.has(shardOf(namespace, this.shards.count));
+      this.memo.set(namespace, kept);
+    }
+    return kept;
+  }
+
+  sameAs(other: ShardScope): boolean {
+    if (!this.shards || !other.shards) return !this.shards && !other.shards;
+    return (
+      this.shards.count === other.shards.count &&
+      this.owned.size === other.owned.size &&
+      [...this.owned].every((k) => other.owned.has(k))
+    );
+  }
+}

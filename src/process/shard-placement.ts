@@ -1,0 +1,72 @@
+// Puts this replica's work where its shards are: one Temporal worker per shard held, polling that
+// shard's task queue, and the informer watching those shards' namespaces. Changes are applied one at
+// a time, in the order that keeps one worker per shard: lost shards' workers stop first (their
+// in-flight tasks finish within the shutdown grace), then the informer takes the new scope, then the
+// gained shards' workers start (their caches warm by replaying as tasks come).
+import type { Logger } from 'pino';
+
+export interface ShardWorker {
+  /** Resolves when the worker has stopped, rejects when it failed by itself. */
+  run: Promise<void>;
+  shutdown(): Promise<void>;
+}
+
+export interface PlacementParts {
+  startWorker(shard: number): Promise<ShardWorker>;
+  /** The informer's scope: only these shards' namespaces. */
+  reshard(owned: readonly number[]): Promise<void>;
+  /** After shards were gained and their workers run: look for their models deleted while nobody watched. */
+  gained(shards: readonly number[]): void;
+  /** A worker failed by itself (not stopped here): the process cannot go on as it is. */
+  failed(err: unknown): void;
+}
+
+export class ShardPlacement {
+  private readonly workers = new Map<number, ShardWorker>();
+  private chain: Promise<void> = Promise.resolve();
+  private wanted: readonly number[] = [];
+  /** Placements applied, for the metrics. */
+  moves = 0;
+
+  constructor(
+    private readonly parts: PlacementParts,
+    private readonly log: Logger,
+  ) {}
+
+  get held(): number[] {
+    return [...this.workers.keys()].sort((a, b) => a - b);
+  }
+
+  /** Resolves once this placement (or a later one) is applied. */
+  place(owned: readonly number[]): Promise<void> {
+    this.wanted = owned;
+    const next = this.chain.then(() => this.apply(this.wanted));
+    this.chain = next.catch((err: unknown) => this.log.error({ err }, 'placing shards failed'));
+    return this.chain;
+  }
+
+  private async apply(owned: readonly number[]): Promise<void> {
+    const want = new Set(owned);
+    const lost = this.held.filter((k) => !want.has(k));
+    const gained = [...want].filter((k) => !this.workers.has(k)).sort((a, b) => a - b);
+    if (lost.length === 0 && gained.length === 0) return;
+    await Promise.all(
+      lost.map(async (k) => {
+        const worker = this.workers.get(k)!;
+        this.workers.delete(k);
+        await worker.shutdown();
+      }),
+    );
+    await this.parts.reshard([...want]);
+    for (const k of gained) {
+      const worker = await this.parts.startWorker(k);
+      this.workers.set(k, worker);
+      worker.run.catch((err: unknown) => {
+        if (this.workers.get(k) === worker) this.parts.failed(err);
+      });
+    }
+    this.moves++;
+    this.log.info({ shards: this.held, lost, gained }, 'shards placed');
+    if (gained.length) this.parts.gained(gained);
+  }
+}
