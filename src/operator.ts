@@ -188,7 +188,10 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
     const base = config.temporal.taskQueue;
     const { shards, leaseNamespace, identity } = config.sharding;
     const queueFor = sharded ? (namespace: string) => shardTaskQueue(base, shardOf(namespace, shards)) : undefined;
-    const signaler = new Signaler(workflowSender(client, { taskQueue: base, queueFor, workflow: config.workflow }), log);
+    const signaler = new Signaler(
+      workflowSender(client, { taskQueue: base, queueFor, workflow: config.workflow }),
+      log,
+    );
     const server = kc.getCurrentCluster()?.server ?? 'the configured server';
     const apiserver = new Reachability(
       'informer',

@@ -244,8 +244,7 @@ class Source {
   ) {
     // A cluster-scoped Namespace has no namespace to hash: the apiserver cannot shard its watch.
     const namespaced = spec.kind !== 'Namespace';
-    const keeps = (o: KubernetesObject) =>
-      scope.keeps((namespaced ? o.metadata?.namespace : o.metadata?.name) ?? '');
+    const keeps = (o: KubernetesObject) => scope.keeps((namespaced ? o.metadata?.namespace : o.metadata?.name) ?? '');
     const selector = namespaced ? scope.selector : '';
     const api = apiClient(kc, KubernetesObjectApi, undefined, selector ? { shardSelector: selector } : {});
     const collection = `${spec.prefix}${namespace ? `/namespaces/${namespace}` : ''}/${spec.resource}`;
@@ -385,7 +384,8 @@ export class Informer {
 
   private watch(scope: ShardScope): Watching {
     const o = this.options;
-    const namespaces: (string | undefined)[] = scope.empty ? [] : o.namespaces.length ? o.namespaces : [undefined];
+    const listed = o.namespaces.filter((ns) => scope.keeps(ns));
+    const namespaces: (string | undefined)[] = scope.empty ? [] : o.namespaces.length ? listed : [undefined];
     const source = (spec: SourceSpec, ns: string | undefined) =>
       new Source(
         spec,

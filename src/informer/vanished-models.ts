@@ -23,7 +23,9 @@ export function runningModelsQuery(taskQueues: string[], namespaces: string[]): 
   const clauses = [
     `WorkflowType = ${quote(workflowType)}`,
     `ExecutionStatus = 'Running'`,
-    taskQueues.length === 1 ? `TaskQueue = ${quote(taskQueues[0]!)}` : `TaskQueue IN (${taskQueues.map(quote).join(', ')})`,
+    taskQueues.length === 1
+      ? `TaskQueue = ${quote(taskQueues[0]!)}`
+      : `TaskQueue IN (${taskQueues.map(quote).join(', ')})`,
   ];
   if (namespaces.length) clauses.push(`${namespaceAttribute.name} IN (${namespaces.map(quote).join(', ')})`);
   return clauses.join(' AND ');

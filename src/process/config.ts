@@ -272,7 +272,10 @@ function operatorCommand(): Command {
         .default(inClusterNamespace() ?? 'machinemodel-system'),
     )
     .addOption(
-      new Option('--identity <name>', "this replica's name in the shards' Leases (default: its host name and a random suffix)")
+      new Option(
+        '--identity <name>',
+        "this replica's name in the shards' Leases (default: its host name and a random suffix)",
+      )
         .env('MMO_IDENTITY')
         .default(`${hostname()}-${randomBytes(3).toString('hex')}`),
     )

@@ -4,7 +4,7 @@
 // it read, so that of two replicas reaching for one Lease only one succeeds. The shards held are
 // handed to `place` (the workers and the informer); a shard is freed only after `place` has stopped
 // working on it, and dropped at once when its renewal deadline passes, whatever the tick is doing.
-import { CoordinationV1Api, KubeConfig, type V1Lease } from '@kubernetes/client-node';
+import { CoordinationV1Api, KubeConfig, V1MicroTime, type V1Lease } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import {
   decideAssignment,
@@ -38,6 +38,13 @@ export function leasePrefixFor(taskQueue: string): string {
     .replace(/[^a-z0-9-]+/g, '-')
     .replace(/^-+|-+$/g, '');
   return (name || 'machinemodel-operator').slice(0, 200);
+}
+
+/** A MicroTime as read back: the client hands it over as the server's string, not as a Date. */
+function microTime(value: Date | string | undefined): V1MicroTime | undefined {
+  if (value === undefined) return undefined;
+  const ms = value instanceof Date ? value.getTime() : Date.parse(value);
+  return Number.isNaN(ms) ? undefined : new V1MicroTime(ms);
 }
 
 export class ShardLeases {
@@ -178,7 +185,9 @@ export class ShardLeases {
 
   /** Takes or renews a Lease for this replica, against the version read; false when another wrote first. */
   private async write(name: string, read: V1Lease | undefined, now: number): Promise<boolean> {
-    const at = new Date(now);
+    // A Lease's times are MicroTime: six digits of fraction, which a plain Date does not write.
+    const at = new V1MicroTime(now);
+    const acquired = microTime(read?.spec?.acquireTime) ?? at;
     const durationSeconds = Math.ceil(this.timing.durationMs / 1000);
     try {
       if (!read) {
@@ -207,7 +216,8 @@ export class ShardLeases {
             holderIdentity: this.opts.identity,
             leaseDurationSeconds: durationSeconds,
             renewTime: at,
-            ...(mine ? {} : { acquireTime: at, leaseTransitions: (read.spec?.leaseTransitions ?? 0) + 1 }),
+            acquireTime: mine ? acquired : at,
+            ...(mine ? {} : { leaseTransitions: (read.spec?.leaseTransitions ?? 0) + 1 }),
           },
         },
       });
@@ -234,7 +244,10 @@ export class ShardLeases {
       await this.api.replaceNamespacedLease({
         name,
         namespace: this.opts.namespace,
-        body: { ...lease, spec: { ...lease.spec, holderIdentity: undefined, renewTime: undefined } },
+        body: {
+          ...lease,
+          spec: { ...lease.spec, holderIdentity: undefined, renewTime: undefined, acquireTime: undefined },
+        },
       });
       this.freed++;
     } catch (err) {

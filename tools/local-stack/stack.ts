@@ -488,6 +488,11 @@ async function startKube(
         '--requestheader-extra-headers-prefix',
         'X-Remote-Extra-',
         '--allow-privileged',
+        // Server-side sharded list and watch (KEP-5866, alpha): replicas with --shards are sent only
+        // their shards' objects. MMO_SHARDED_LIST_AND_WATCH=false turns it off, to prove the
+        // operator's client-side filter alone.
+        '--feature-gates',
+        `ShardedListAndWatch=${process.env.MMO_SHARDED_LIST_AND_WATCH === 'false' ? 'false' : 'true'}`,
         '--profiling=false',
         '--cert-dir',
         path.join(dir, 'apiserver-certs'),
