@@ -29,6 +29,8 @@ import { workflowSender } from './informer/workflow-client.js';
 import { shardOf, shardTaskQueue } from './core/shards.js';
 import { leasePrefixFor, ShardLeases } from './process/shard-leases.js';
 import { ShardPlacement, type ShardWorker } from './process/shard-placement.js';
+import { apiserverFiltersShards } from './informer/shard-scope.js';
+import { apiMessage } from './process/kube-errors.js';
 
 /**
  * Compiled (dist/src/operator.js, as the image runs it): the workflow bundle that `npm run build`
@@ -253,6 +255,18 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
         log,
       );
       sources.shards = { leases, placement };
+      void apiserverFiltersShards(kc, config.namespaces[0]).then(
+        (serverSide) => {
+          sources.shards!.serverSide = serverSide;
+          log.info(
+            { serverSide },
+            serverSide
+              ? 'the apiserver sends each replica only its shards (ShardedListAndWatch)'
+              : "the apiserver does not filter shards: each replica receives every object and keeps its shards'",
+          );
+        },
+        (err: unknown) => log.warn({ err: apiMessage(err) }, 'could not tell whether the apiserver filters shards'),
+      );
       parts.shards = () => leases.stop();
       leases.start();
       log.info({ shards, leaseNamespace, identity }, 'taking shards through Leases');

@@ -432,6 +432,13 @@ export class Informer {
     return !!this.namespaces.lw.get(namespace)?.metadata?.deletionTimestamp;
   }
 
+  /** Objects in the caches, by kind: with shards, only the shards' namespaces'. */
+  get cachedObjects(): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const s of this.cached) counts.set(s.spec.kind, (counts.get(s.spec.kind) ?? 0) + s.lw.list().length);
+    return counts;
+  }
+
   get restarts(): number {
     return this.earlierRestarts + this.cached.reduce((n, s) => n + s.restarts, 0);
   }

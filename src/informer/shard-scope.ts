@@ -2,7 +2,9 @@
 // holds. The apiserver filters too when it offers sharded list and watch (KEP-5866); the client-side
 // check stays either way, so that a server without the feature (or with the gate off, which ignores
 // the selector) changes how much is sent, never what is kept.
+import type { KubeConfig } from '@kubernetes/client-node';
 import { shardOf, shardSelector } from '../core/shards.js';
+import { getJson } from '../process/kube-api.js';
 
 export interface Shards {
   count: number;
@@ -43,4 +45,19 @@ export class ShardScope {
       [...this.owned].every((k) => other.owned.has(k))
     );
   }
+}
+
+/**
+ * Whether the apiserver applies a shard selector: a list it filtered echoes the selector in
+ * `metadata.shardInfo`; one without the feature (or with its gate off) ignores the parameter. Asked
+ * once, of Deployments (a custom resource's list filters alike but has no field for the echo; in
+ * `namespace` when the operator watches only some), for the metrics and the log: the client-side
+ * filter keeps the same objects either way.
+ */
+export async function apiserverFiltersShards(kc: KubeConfig, namespace?: string): Promise<boolean> {
+  const collection = `/apis/apps/v1${namespace ? `/namespaces/${namespace}` : ''}/deployments`;
+  const selector = shardSelector([0], 2);
+  const { status, body } = await getJson(kc, `${collection}?limit=1&shardSelector=${encodeURIComponent(selector)}`);
+  if (status !== 200) throw new Error(`listing ${collection} answered HTTP ${status}`);
+  return !!(body as { metadata?: { shardInfo?: unknown } } | undefined)?.metadata?.shardInfo;
 }

@@ -5,13 +5,18 @@ import type { ReadyGate } from './ready-gate.js';
 
 /** What the informer and the signaler count; each scrape reads them (they may start after the endpoint). */
 export interface MetricSources {
-  informer?: { events: number; restarts: number; ignoredInTerminatingNamespaces: number };
+  informer?: {
+    events: number;
+    restarts: number;
+    ignoredInTerminatingNamespaces: number;
+    cachedObjects: Map<string, number>;
+  };
   signaler?: { sent: number; failures: number; pendingCount: number };
   startGate?: { started: number; expired: number; waitingCount: number; startingCount: number };
   /** The worker's Kubernetes reads, by where they were served from. */
   reads?: { cache: number; apiserver: number };
   /** With --shards: the Leases held and taken, the placements applied. */
-  shards?: { leases: { owned: number[]; taken: number }; placement: { moves: number } };
+  shards?: { leases: { owned: number[]; taken: number }; placement: { moves: number }; serverSide?: boolean };
 }
 
 export function createMetrics(sources: MetricSources): Registry {
@@ -92,6 +97,21 @@ export function createMetrics(sources: MetricSources): Registry {
     'machinemodel_operator_models_starting',
     'Models let through the start gate that are not yet Ready or stalled',
     () => sources.startGate?.startingCount ?? 0,
+  );
+  new Gauge({
+    name: 'machinemodel_operator_informer_cached_objects',
+    help: "Objects in the informer's caches, by kind (with --shards: its shards' namespaces only)",
+    labelNames: ['kind'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [kind, n] of sources.informer?.cachedObjects ?? []) this.set({ kind }, n);
+    },
+  });
+  gauge(
+    'machinemodel_operator_shards_server_side',
+    'With --shards: 1 when the apiserver sends only the shards asked for (ShardedListAndWatch), 0 when the informer filters alone',
+    () => (sources.shards?.serverSide ? 1 : 0),
   );
   gauge(
     'machinemodel_operator_shards_held',

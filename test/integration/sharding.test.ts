@@ -1,13 +1,19 @@
 // Two replicas with --shards, as the installed ServiceAccount (deploy/operator/rbac.yaml): they split
-// the shards through Leases, each model's workflow runs on its namespace's shard queue, a change is
-// signalled once (not once per replica), and a replica killed without a word has its shards taken
-// and its models reconciled by the other.
+// the shards through Leases, each keeps only its shards' objects, each model's workflow runs on its
+// namespace's shard queue, a change is signalled once (not once per replica), and a replica killed
+// without a word has its shards taken and its models reconciled by the other. Played twice: on the
+// shared stack, whose apiserver filters shards itself (ShardedListAndWatch on), and on a small stack of
+// its own with the gate off, where the informer's own filter does all the work.
 import { randomUUID } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { defaultPayloadConverter, type Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { workflowIdFor } from '../../src/core/api.js';
 import { shardOf, shardTaskQueue } from '../../src/core/shards.js';
 import { freePort } from '../../tools/local-stack/processes.js';
+import { down, up, type StackInfo } from '../../tools/local-stack/stack.js';
 import { kubectlFor } from '../support/cluster.js';
 import { eventually } from '../support/eventually.js';
 import { machineModel } from '../support/models.js';
@@ -19,133 +25,174 @@ import {
   type OperatorProcess,
 } from '../support/operator-process.js';
 
-const stack = inject('stack');
-const k = kubectlFor(stack);
-const taskQueue = `mmo-shards-${randomUUID().slice(0, 8)}`;
 const shards = 4;
-let client: Client;
-/** Namespaces covering every shard, two at least in each. */
-const namespaces: string[] = [];
-const replicas: { name: string; port: number; process: OperatorProcess }[] = [];
 
-async function startReplica(name: string): Promise<void> {
-  const port = await freePort();
-  const process = startOperatorProcess(
-    stack,
-    {
-      MMO_SHARDS: String(shards),
-      MMO_TASK_QUEUE: taskQueue,
-      MMO_NAMESPACES: namespaces.join(','),
-      MMO_IDENTITY: `${name}-${randomUUID().slice(0, 6)}`,
-      MMO_LEASE_NAMESPACE: 'machinemodel-system',
-      MMO_METRICS_PORT: String(port),
-    },
-    `shards-${name}`,
-  );
-  replicas.push({ name, port, process });
-}
-
-const held = (port: number) => operatorMetric(port, 'machinemodel_operator_shards_held').catch(() => NaN);
-
-/** The signals a model's workflows received that name this resourceVersion (alone or merged). */
-async function signalsNaming(namespace: string, name: string, resourceVersion: string): Promise<number> {
-  let count = 0;
-  for await (const run of client.workflow.list({ query: `WorkflowId = '${workflowIdFor(namespace, name)}'` })) {
-    const { events } = await client.workflow.getHandle(run.workflowId, run.runId).fetchHistory();
-    for (const e of events ?? []) {
-      const payload = e.workflowExecutionSignaledEventAttributes?.input?.payloads?.[0];
-      if (!payload) continue;
-      const hint = defaultPayloadConverter.fromPayload<{ resourceVersion?: string; versions?: string[] }>(payload);
-      if (hint?.resourceVersion === resourceVersion || hint?.versions?.includes(resourceVersion)) count++;
-    }
+/** A stack like the shared one but for the gate, without a real node: the models need none. */
+async function stackWithGateOff(): Promise<{ stack: StackInfo; stop: () => Promise<void> }> {
+  const stateDir = mkdtempSync(path.join(os.tmpdir(), 'mmo-gate-off-'));
+  process.env.MMO_SHARDED_LIST_AND_WATCH = 'false';
+  try {
+    const stack = await up({
+      stateDir,
+      ports: 'auto',
+      fresh: true,
+      realNode: false,
+      podMetrics: false,
+      objectStore: false,
+      log: () => undefined,
+    });
+    return { stack, stop: () => down(stateDir, true) };
+  } finally {
+    delete process.env.MMO_SHARDED_LIST_AND_WATCH;
   }
-  return count;
 }
 
-function readyAt(namespace: string, name: string, generation: number): true | undefined {
-  const m = k.get('machinemodel', namespace, name);
-  return m?.status?.phase === 'Ready' && m.status.observedGeneration >= generation ? true : undefined;
+function scenario(gate: 'on' | 'off', getStack: () => Promise<{ stack: StackInfo; stop?: () => Promise<void> }>) {
+  describe(`replicas that split the shards (ShardedListAndWatch ${gate})`, () => {
+    const taskQueue = `mmo-shards-${randomUUID().slice(0, 8)}`;
+    let stack: StackInfo;
+    let stop: (() => Promise<void>) | undefined;
+    let k: ReturnType<typeof kubectlFor>;
+    let client: Client;
+    /** Namespaces covering every shard, two in each. */
+    const namespaces: string[] = [];
+    const replicas: { name: string; port: number; process: OperatorProcess }[] = [];
+
+    async function startReplica(name: string): Promise<void> {
+      const port = await freePort();
+      const process = startOperatorProcess(
+        stack,
+        {
+          MMO_SHARDS: String(shards),
+          MMO_TASK_QUEUE: taskQueue,
+          MMO_NAMESPACES: namespaces.join(','),
+          MMO_IDENTITY: `${name}-${randomUUID().slice(0, 6)}`,
+          MMO_LEASE_NAMESPACE: 'machinemodel-system',
+          MMO_METRICS_PORT: String(port),
+        },
+        `shards-${gate}-${name}`,
+      );
+      replicas.push({ name, port, process });
+    }
+
+    const metric = (port: number, series: string) => operatorMetric(port, series).catch(() => NaN);
+
+    /** The signals a model's workflows received that name this resourceVersion (alone or merged). */
+    async function signalsNaming(namespace: string, name: string, resourceVersion: string): Promise<number> {
+      let count = 0;
+      for await (const run of client.workflow.list({ query: `WorkflowId = '${workflowIdFor(namespace, name)}'` })) {
+        const { events } = await client.workflow.getHandle(run.workflowId, run.runId).fetchHistory();
+        for (const e of events ?? []) {
+          const payload = e.workflowExecutionSignaledEventAttributes?.input?.payloads?.[0];
+          if (!payload) continue;
+          const hint = defaultPayloadConverter.fromPayload<{ resourceVersion?: string; versions?: string[] }>(payload);
+          if (hint?.resourceVersion === resourceVersion || hint?.versions?.includes(resourceVersion)) count++;
+        }
+      }
+      return count;
+    }
+
+    function readyAt(namespace: string, name: string, generation: number): true | undefined {
+      const m = k.get('machinemodel', namespace, name);
+      return m?.status?.phase === 'Ready' && m.status.observedGeneration >= generation ? true : undefined;
+    }
+
+    beforeAll(async () => {
+      ({ stack, stop } = await getStack());
+      k = kubectlFor(stack);
+      installCrds(stack);
+      client = await temporalClient(stack);
+      const perShard = new Map<number, number>();
+      while ([...Array(shards).keys()].some((s) => (perShard.get(s) ?? 0) < 2)) {
+        const ns = k.createNamespace('shard');
+        const s = shardOf(ns, shards);
+        if ((perShard.get(s) ?? 0) >= 2) {
+          k.kubectl('delete', 'namespace', ns, '--wait=false');
+          continue;
+        }
+        perShard.set(s, (perShard.get(s) ?? 0) + 1);
+        namespaces.push(ns);
+      }
+    }, 300_000);
+
+    afterAll(async () => {
+      await Promise.all(replicas.map((r) => r.process.stop()));
+      if (stop) await stop();
+      else for (const ns of namespaces) k.kubectl('delete', 'namespace', ns, '--wait=false');
+      await client?.connection.close();
+    });
+
+    it('split the shards, keep only their objects, run each model on its shard queue and signal a change once', async () => {
+      await startReplica('a');
+      await startReplica('b');
+      const held = await eventually(
+        'each replica holding half the shards',
+        async () => {
+          const counts = await Promise.all(replicas.map((r) => metric(r.port, 'machinemodel_operator_shards_held')));
+          return counts.every((c) => c === shards / 2) ? counts : undefined;
+        },
+        60_000,
+      );
+      expect(held).toEqual([2, 2]);
+      for (const r of replicas)
+        expect(await metric(r.port, 'machinemodel_operator_shards_server_side')).toBe(gate === 'on' ? 1 : 0);
+      k.apply(namespaces.map((ns) => machineModel(ns, 'm')));
+      for (const ns of namespaces) await eventually(`${ns}/m Ready`, () => readyAt(ns, 'm', 1), 120_000);
+
+      for (const ns of namespaces) {
+        const description = await client.workflow.getHandle(workflowIdFor(ns, 'm')).describe();
+        expect(description.taskQueue, ns).toBe(shardTaskQueue(taskQueue, shardOf(ns, shards)));
+      }
+      // Two shards each, two namespaces a shard, one model a namespace: four models in each cache.
+      for (const r of replicas) {
+        const cached = await metric(r.port, 'machinemodel_operator_informer_cached_objects{kind="MachineModel"}');
+        expect(cached, r.name).toBe(4);
+      }
+
+      const ns = namespaces[0]!;
+      // The version the patch made (the round's status writes make newer ones).
+      const patched = JSON.parse(
+        k.kubectl(
+          '-n',
+          ns,
+          'patch',
+          'machinemodel',
+          'm',
+          '--type=merge',
+          '-p',
+          '{"spec":{"maxReplicas":2}}',
+          '-o',
+          'json',
+        ),
+      );
+      await eventually('the change reconciled', () => readyAt(ns, 'm', patched.metadata.generation), 60_000);
+      // Unsharded, each replica's informer signals every change: two signals for this one.
+      expect(await signalsNaming(ns, 'm', patched.metadata.resourceVersion)).toBe(1);
+    }, 300_000);
+
+    it("takes a killed replica's shards and reconciles its models", async () => {
+      const [a, b] = replicas as [(typeof replicas)[0], (typeof replicas)[0]];
+      await b.process.kill();
+      const killedAt = Date.now();
+      await eventually(
+        'the survivor holding every shard',
+        async () => ((await metric(a.port, 'machinemodel_operator_shards_held')) === shards ? true : undefined),
+        60_000,
+      );
+      console.log(
+        `gate ${gate}: shards owned again ${((Date.now() - killedAt) / 1000).toFixed(1)} s after the replica was killed`,
+      );
+      for (const ns of namespaces) {
+        k.kubectl('-n', ns, 'patch', 'machinemodel', 'm', '--type=merge', '-p', '{"spec":{"maxReplicas":3}}');
+      }
+      for (const ns of namespaces) {
+        const generation = k.get('machinemodel', ns, 'm').metadata.generation as number;
+        await eventually(`${ns}/m reconciled by the survivor`, () => readyAt(ns, 'm', generation), 90_000);
+      }
+      expect(await metric(a.port, 'machinemodel_operator_informer_cached_objects{kind="MachineModel"}')).toBe(8);
+    }, 300_000);
+  });
 }
 
-beforeAll(async () => {
-  installCrds(stack);
-  client = await temporalClient(stack);
-  const perShard = new Map<number, number>();
-  while ([...Array(shards).keys()].some((s) => (perShard.get(s) ?? 0) < 2)) {
-    const ns = k.createNamespace('shard');
-    const s = shardOf(ns, shards);
-    if ((perShard.get(s) ?? 0) >= 2) {
-      k.kubectl('delete', 'namespace', ns, '--wait=false');
-      continue;
-    }
-    perShard.set(s, (perShard.get(s) ?? 0) + 1);
-    namespaces.push(ns);
-  }
-});
-
-afterAll(async () => {
-  await Promise.all(replicas.map((r) => r.process.stop()));
-  for (const ns of namespaces) k.kubectl('delete', 'namespace', ns, '--wait=false');
-  await client?.connection.close();
-});
-
-describe('replicas that split the shards', () => {
-  it('split the shards through Leases, run each model on its shard queue and signal a change once', async () => {
-    await startReplica('a');
-    await startReplica('b');
-    await eventually(
-      'each replica holding half the shards',
-      async () => {
-        const counts = await Promise.all(replicas.map((r) => held(r.port)));
-        return counts.every((c) => c === shards / 2) ? counts : undefined;
-      },
-      60_000,
-    );
-    k.apply(namespaces.map((ns) => machineModel(ns, 'm')));
-    for (const ns of namespaces) await eventually(`${ns}/m Ready`, () => readyAt(ns, 'm', 1), 120_000);
-
-    for (const ns of namespaces) {
-      const description = await client.workflow.getHandle(workflowIdFor(ns, 'm')).describe();
-      expect(description.taskQueue, ns).toBe(shardTaskQueue(taskQueue, shardOf(ns, shards)));
-    }
-
-    const ns = namespaces[0]!;
-    // The version the patch made (the round's status writes make newer ones).
-    const patched = JSON.parse(
-      k.kubectl(
-        '-n',
-        ns,
-        'patch',
-        'machinemodel',
-        'm',
-        '--type=merge',
-        '-p',
-        '{"spec":{"maxReplicas":2}}',
-        '-o',
-        'json',
-      ),
-    );
-    await eventually('the change reconciled', () => readyAt(ns, 'm', patched.metadata.generation), 60_000);
-    // Unsharded, each replica's informer signals every change: two signals for this one.
-    expect(await signalsNaming(ns, 'm', patched.metadata.resourceVersion)).toBe(1);
-  }, 300_000);
-
-  it("takes a killed replica's shards and reconciles its models", async () => {
-    const [a, b] = replicas as [(typeof replicas)[0], (typeof replicas)[0]];
-    await b.process.kill();
-    const killedAt = Date.now();
-    await eventually(
-      'the survivor holding every shard',
-      async () => ((await held(a.port)) === shards ? true : undefined),
-      60_000,
-    );
-    console.log(`shards owned again ${((Date.now() - killedAt) / 1000).toFixed(1)} s after the replica was killed`);
-    for (const ns of namespaces) {
-      k.kubectl('-n', ns, 'patch', 'machinemodel', 'm', '--type=merge', '-p', '{"spec":{"maxReplicas":3}}');
-    }
-    for (const ns of namespaces) {
-      const generation = k.get('machinemodel', ns, 'm').metadata.generation as number;
-      await eventually(`${ns}/m reconciled by the survivor`, () => readyAt(ns, 'm', generation), 90_000);
-    }
-  }, 300_000);
-});
+scenario('on', async () => ({ stack: inject('stack') }));
+scenario('off', stackWithGateOff);

@@ -14,14 +14,15 @@ export function installCrds(stack: StackInfo): void {
   kubectlRun(stack, ['wait', '--for=condition=Established', 'crd/machinemodels.stable.example.com', '--timeout=30s']);
 }
 
-let serviceAccountKubeconfig: string | undefined;
+const serviceAccountKubeconfigs = new Map<string, string>();
 
 /**
  * A kubeconfig of the operator's own ServiceAccount under this checkout's deploy/operator/rbac.yaml
  * (applied here), as users install it: what a feature needs and the installed RBAC lacks fails the test.
  */
 export function operatorKubeconfig(stack: StackInfo): string {
-  if (serviceAccountKubeconfig) return serviceAccountKubeconfig;
+  const made = serviceAccountKubeconfigs.get(stack.stateDir);
+  if (made) return made;
   const manifests = path.join(root, 'deploy/operator');
   for (const f of ['namespace.yaml', 'serviceaccount.yaml', 'rbac.yaml'])
     kubectlRun(stack, ['apply', '-f', path.join(manifests, f)]);
@@ -33,7 +34,7 @@ export function operatorKubeconfig(stack: StackInfo): string {
     serviceAccount: 'machinemodel-operator',
     file,
   });
-  serviceAccountKubeconfig = file;
+  serviceAccountKubeconfigs.set(stack.stateDir, file);
   return file;
 }
 
