@@ -1,11 +1,14 @@
-// A rollout outlives the operator process that runs it: two replicas share the task queue, one is
-// killed (SIGKILL) in the middle of a pause, and the other finishes the rollout at the same step with
-// the time the pause had left: its timers add up to the pause once, and no step is taken twice. The
-// replica that ends it counts the rollout in its metrics.
+// A rollout outlives the operator process that runs it: two replicas split the shards (--shards, as
+// installed), the one holding the model's shard is killed (SIGKILL) in the middle of a pause, and the
+// other takes the shard and finishes the rollout at the same step with the time the pause had left:
+// its timers add up to the pause once, and no step is taken twice. The replica that ends it counts the
+// rollout in its metrics.
 import { randomUUID } from 'node:crypto';
 import { freePort } from '../../tools/local-stack/processes.js';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import type { RolloutSpec } from '../../src/core/api.js';
+import { shardOf, shardTaskQueue } from '../../src/core/shards.js';
+import { leasePrefixFor } from '../../src/process/shard-leases.js';
 import { kubectlFor } from '../support/cluster.js';
 import { eventually } from '../support/eventually.js';
 import { machineModel } from '../support/models.js';
@@ -22,8 +25,8 @@ const stack = inject('stack');
 const k = kubectlFor(stack);
 const taskQueue = `mmo-${randomUUID()}`;
 let ns: string;
-const operators: OperatorProcess[] = [];
-let survivorMetrics: number;
+const shards = 2;
+const operators: { identity: string; metrics: number; process: OperatorProcess }[] = [];
 
 const pauseSeconds = 60;
 const plan: RolloutSpec = { strategy: 'Canary', steps: [{ weight: 50, pause: `${pauseSeconds}s` }] };
@@ -32,19 +35,37 @@ const status = () => k.get('machinemodel', ns, 'durable')?.status;
 beforeAll(async () => {
   installCrds(stack);
   ns = k.createNamespace('rollout-durability');
-  survivorMetrics = await freePort();
-  const env = { MMO_NAMESPACES: ns, MMO_TASK_QUEUE: taskQueue };
-  operators.push(
-    startOperatorProcess(stack, env, 'rollout-a'),
-    startOperatorProcess(stack, { ...env, MMO_METRICS_PORT: String(survivorMetrics) }, 'rollout-b'),
+  for (const name of ['a', 'b']) {
+    const identity = `rollout-${name}-${randomUUID().slice(0, 6)}`;
+    const metrics = await freePort();
+    const env = {
+      MMO_NAMESPACES: ns,
+      MMO_TASK_QUEUE: taskQueue,
+      MMO_SHARDS: String(shards),
+      MMO_LEASE_NAMESPACE: 'machinemodel-system',
+      MMO_IDENTITY: identity,
+      MMO_METRICS_PORT: String(metrics),
+    };
+    operators.push({ identity, metrics, process: startOperatorProcess(stack, env, `rollout-${name}`) });
+  }
+  await eventually(
+    'each replica holding a shard',
+    async () => {
+      const held = await Promise.all(
+        operators.map((o) => operatorMetric(o.metrics, 'machinemodel_operator_shards_held').catch(() => NaN)),
+      );
+      return held.every((n) => n === 1) ? true : undefined;
+    },
+    60_000,
   );
 });
 
 afterAll(async () => {
-  for (const o of operators) await o.stop();
+  for (const o of operators) await o.process.stop();
 });
 
-it('finishes a rollout whose operator was killed in the middle of a pause, at the same step, with the time it had left', async () => {
+it("finishes a rollout whose shard's replica was killed in the middle of a pause, at the same step, with the time it had left", async () => {
+  const client = await temporalClient(stack);
   k.apply(machineModel(ns, 'durable', { image: 'registry.example/m:1', replicas: 1, rollout: plan }));
   await eventually('v1 Ready', () => (status()?.phase === 'Ready' ? true : undefined), 120_000);
   k.apply(machineModel(ns, 'durable', { image: 'registry.example/m:2', replicas: 1, rollout: plan }));
@@ -54,14 +75,21 @@ it('finishes a rollout whose operator was killed in the middle of a pause, at th
     120_000,
   );
 
-  await operators[0]!.kill();
+  // The replica whose shard holds the model's namespace runs its workflows: that one goes.
+  const lease = `${leasePrefixFor(taskQueue)}-shard-${shardOf(ns, shards)}`;
+  const holder = k.get('lease', 'machinemodel-system', lease)?.spec?.holderIdentity as string;
+  const victim = operators.find((o) => o.identity === holder)!;
+  const survivor = operators.find((o) => o !== victim)!;
+  expect((await client.workflow.getHandle(workflowId).describe()).taskQueue).toBe(
+    shardTaskQueue(taskQueue, shardOf(ns, shards)),
+  );
+  await victim.process.kill();
   await eventually(
     'promoted by the other replica',
     () => (status()?.rollout?.phase === 'Promoted' && status()?.phase === 'Ready' ? true : undefined),
     (pauseSeconds + 90) * 1000,
   );
 
-  const client = await temporalClient(stack);
   try {
     const { handle, events, weightsSet, weightSetAt, firedTimerSeconds } = await rolloutHistory(client, workflowId);
     // The canary got its share once (and gave it back at its promotion): the rollout did not start
@@ -77,9 +105,12 @@ it('finishes a rollout whose operator was killed in the middle of a pause, at th
     expect(events.filter((e) => e.workflowExecutionContinuedAsNewEventAttributes)).toEqual([]);
     // The rollout's last workflow task ran on the survivor.
     const promoted = 'machinemodel_operator_rollouts_total{outcome="Promoted"}';
-    expect(await operatorMetric(survivorMetrics, promoted)).toBe(1);
+    expect(await operatorMetric(survivor.metrics, promoted)).toBe(1);
     expect(
-      await operatorMetric(survivorMetrics, 'machinemodel_operator_rollout_duration_seconds_count{outcome="Promoted"}'),
+      await operatorMetric(
+        survivor.metrics,
+        'machinemodel_operator_rollout_duration_seconds_count{outcome="Promoted"}',
+      ),
     ).toBe(1);
   } finally {
     await client.connection.close();
