@@ -161,6 +161,27 @@ describe.skipIf(!stack.realNode)(
         expect(p.spec.containers[0].securityContext).toMatchObject({ readOnlyRootFilesystem: true });
         expect(p.spec.containers[0].image).toBe(operatorImage.ref);
       }
+      // The two replicas split the install's 4 shards through Leases, two each.
+      const holders = await eventually(
+        'every shard held, two by each replica',
+        () => {
+          const leases = k.list<{ metadata: { name: string }; spec: { holderIdentity?: string } }>(
+            'leases',
+            'machinemodel-system',
+            'app.kubernetes.io/part-of=machinemodel-operator',
+          );
+          const shardHolders = leases
+            .filter((l) => /-shard-\d+$/.test(l.metadata.name))
+            .map((l) => l.spec.holderIdentity);
+          const counts = [...new Set(shardHolders)].map((h) => shardHolders.filter((x) => x === h).length);
+          return shardHolders.length === 4 && shardHolders.every(Boolean) && counts.join() === '2,2'
+            ? shardHolders
+            : undefined;
+        },
+        60_000,
+      );
+      for (const holder of new Set(holders))
+        expect(operators.some((p) => holder!.startsWith(p.metadata.name))).toBe(true);
     }, 420_000);
 
     it('serves the seed example: Ready, published on the gateway, and a prediction through it', async () => {

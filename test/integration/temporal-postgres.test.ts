@@ -9,6 +9,6 @@ import { withPostgresTemporal } from '../support/postgres-temporal.js';
 const stack = await withPostgresTemporal(inject('stack'));
 
 describe('on Temporal Server with PostgreSQL', () => {
-  describe('lifecycle', () => operatorLifecycle(stack));
+  describe('lifecycle', () => operatorLifecycle(stack, { againstAnotherTemporal: true }));
   describe('outage', () => temporalOutage(stack));
 });
