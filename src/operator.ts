@@ -114,7 +114,12 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
   /** The worker's connection, which the shards' workers share. */
   const workerConnection = new Promise<NativeConnection>((resolve) => (connected = resolve));
 
-  function createWorker(connection: NativeConnection, taskQueue: string, activities: object): Promise<Worker> {
+  function createWorker(
+    connection: NativeConnection,
+    taskQueue: string,
+    activities: object,
+    shutdown = { shutdownGraceTime: '10 seconds' } as { shutdownGraceTime: string; shutdownForceTime?: string },
+  ): Promise<Worker> {
     return Worker.create({
       connection,
       namespace: config.temporal.namespace,
@@ -128,7 +133,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
       maxConcurrentLocalActivityExecutions: config.maxConcurrentLocalActivities,
       maxCachedWorkflows: config.maxCachedWorkflows ?? cachedWorkflowsFor(heapLimitMiB(), config.maxStartingModels),
       stickyQueueScheduleToStartTimeout: `${config.stickyQueueTimeoutSeconds} seconds`,
-      shutdownGraceTime: '10 seconds',
+      ...shutdown,
     });
   }
 
@@ -164,13 +169,27 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
     );
   }
 
-  /** A shard's worker, on its own queue, sharing the base worker's connection and activities. */
+  /**
+   * A shard's worker, on its own queue, sharing the base worker's connection and activities. It gives
+   * up after 30 s (Temporal away): the next placement tries again. It stops within 6 s of being asked
+   * (src/core/shard-assignment.ts counts on it): in-flight tasks get 4 s, then are cancelled.
+   */
   async function startShardWorker(shard: number): Promise<ShardWorker> {
-    const connection = await workerConnection;
+    const giveUp = AbortSignal.any([abort.signal, AbortSignal.timeout(30_000)]);
+    const connection = await Promise.race([
+      workerConnection,
+      new Promise<never>((_, reject) =>
+        giveUp.addEventListener('abort', () => reject(new Error('no worker connection to Temporal within 30 s'))),
+      ),
+    ]);
     const worker = await untilTemporalAnswers(
-      () => createWorker(connection, shardTaskQueue(config.temporal.taskQueue, shard), activities!),
+      () =>
+        createWorker(connection, shardTaskQueue(config.temporal.taskQueue, shard), activities!, {
+          shutdownGraceTime: '4 seconds',
+          shutdownForceTime: '6 seconds',
+        }),
       temporal,
-      abort.signal,
+      giveUp,
     );
     const run = worker.run();
     return {
@@ -239,11 +258,28 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
       );
     if (!sharded) sweepVanished([base]);
     else {
+      // The selector goes to the apiserver only where it is seen to apply it (an alpha field: another
+      // version might refuse it); the informer's own filter keeps the same objects either way.
+      const serverSide = await apiserverFiltersShards(kc, config.namespaces[0]).catch((err: unknown) => {
+        log.warn({ err: apiMessage(err) }, 'could not tell whether the apiserver filters shards; filtering here');
+        return false;
+      });
+      informer.serverSelector = serverSide;
+      log.info(
+        { serverSide },
+        serverSide
+          ? 'the apiserver sends each replica only its shards (ShardedListAndWatch)'
+          : "the apiserver does not filter shards: each replica receives every object and keeps its shards'",
+      );
       const placement = new ShardPlacement(
         {
           startWorker: startShardWorker,
-          reshard: (owned) => informer.reshard(owned),
-          gained: (gained) => sweepVanished([base, ...gained.map((k) => shardTaskQueue(base, k))]),
+          async reshard(owned) {
+            await informer.reshard(owned);
+            signaler.forget((ns) => !owned.includes(shardOf(ns, shards)));
+          },
+          placed: (held) =>
+            void informer.listed().then(() => sweepVanished([base, ...held.map((k) => shardTaskQueue(base, k))])),
           failed: (err) => settle.reject(err),
         },
         log,
@@ -254,19 +290,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
         (owned) => placement.place(owned),
         log,
       );
-      sources.shards = { leases, placement };
-      void apiserverFiltersShards(kc, config.namespaces[0]).then(
-        (serverSide) => {
-          sources.shards!.serverSide = serverSide;
-          log.info(
-            { serverSide },
-            serverSide
-              ? 'the apiserver sends each replica only its shards (ShardedListAndWatch)'
-              : "the apiserver does not filter shards: each replica receives every object and keeps its shards'",
-          );
-        },
-        (err: unknown) => log.warn({ err: apiMessage(err) }, 'could not tell whether the apiserver filters shards'),
-      );
+      sources.shards = { leases, placement, serverSide };
       parts.shards = () => leases.stop();
       leases.start();
       log.info({ shards, leaseNamespace, identity }, 'taking shards through Leases');

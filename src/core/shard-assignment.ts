@@ -3,9 +3,10 @@
 // shard-assignment.test.ts). The I/O (reading and writing Leases) is src/process/shard-leases.ts.
 //
 // Safety, as client-go's leader election: a replica counts a Lease as expired only when it has seen
-// no change to it for `durationMs` on its own clock (no clock is compared with another's), and a
-// holder stops working on a shard once `renewDeadlineMs` (shorter) has passed since it last asked to
-// renew. So one shard is never worked on by two replicas at once, whatever the clocks' offsets.
+// no change to it for `durationMs` on its own monotonic clock (no clock is compared with another's),
+// and a holder stops working on a shard once `renewDeadlineMs` (shorter) has passed since it last
+// asked to renew. So one shard is not worked on by two replicas at once, provided its work stops
+// within durationMs - renewDeadlineMs of the deadline and the clocks run at about the same rate.
 
 export interface AssignmentTiming {
   /** Unchanged this long (as seen by the reader), a Lease is free to take. */
@@ -16,8 +17,12 @@ export interface AssignmentTiming {
   renewEveryMs: number;
 }
 
+/**
+ * A shard's workers stop within 6 s of its renew deadline (src/operator.ts, the shard workers'
+ * shutdownForceTime), so by 8 + 6 = 14 s; another replica may take it at 15 s.
+ */
 export const defaultAssignmentTiming: AssignmentTiming = {
-  durationMs: 12_000,
+  durationMs: 15_000,
   renewDeadlineMs: 8_000,
   renewEveryMs: 3_000,
 };

@@ -528,14 +528,26 @@ export class Informer {
     await Promise.all(w.sources.map((s) => s.synced));
   }
 
+  /** Resolves once the sources of the current scope have listed (after a reshard: the new ones). */
+  async listed(): Promise<void> {
+    await this.resharding;
+    await Promise.all(this.watching.sources.map((s) => s.synced));
+  }
+
+  /**
+   * Whether lists and watches carry the shards' selector: only where the apiserver was seen to apply
+   * it (src/informer/shard-scope.ts, apiserverFiltersShards). Set before the first reshard.
+   */
+  serverSelector = true;
+
   private async stopWatching(w: Watching): Promise<void> {
     await Promise.all([...w.cached, ...w.probeEvents, w.namespaces].map((s) => s.stop()));
   }
 
   /**
    * Keeps only the namespaces of these shards from now on. The sources are replaced: those of the old
-   * scope stop, the new ones list (meanwhile every lookup is 'unknown', so the worker reads the
-   * apiserver), and a gained shard's models are signalled as at start-up, since the filter has not
+   * scope stop, the new ones start listing (meanwhile every lookup is 'unknown', so the worker reads
+   * the apiserver), and a gained shard's models are signalled as at start-up, since the filter has not
    * seen them. What the filter and the start gate remember of a lost shard is dropped: its new owner
    * signals its models.
    */
@@ -543,7 +555,7 @@ export class Informer {
     const shards = this.options.shards;
     if (!shards) throw new Error('reshard: this informer was not started with shards');
     const next = this.resharding.then(async () => {
-      const scope = new ShardScope({ count: shards.count, owned });
+      const scope = new ShardScope({ count: shards.count, owned }, this.serverSelector);
       if (scope.sameAs(this.watching.scope)) return;
       const before = this.watching;
       this.earlierRestarts += before.cached.reduce((n, s) => n + s.restarts, 0);
@@ -551,7 +563,9 @@ export class Informer {
       this.filter.forget((ns) => !scope.keeps(ns));
       this.startGate.forget((ns) => !scope.keeps(ns));
       this.watching = this.watch(scope);
-      if (this.started) await this.startWatching(this.watching);
+      // Not awaited: lookups answer 'unknown' (the worker reads the apiserver) until each source has
+      // listed, and a list that cannot finish (the apiserver away) holds up no other placement.
+      if (this.started) void this.startWatching(this.watching);
     });
     this.resharding = next.catch(() => undefined);
     return next;

@@ -17,9 +17,13 @@ export class ShardScope {
   private readonly owned: ReadonlySet<number>;
   private readonly memo = new Map<string, boolean>();
 
-  constructor(readonly shards?: Shards) {
+  /** `serverSide`: send the selector (where the apiserver applies it); the filter applies either way. */
+  constructor(
+    readonly shards?: Shards,
+    serverSide = true,
+  ) {
     this.owned = new Set(shards?.owned ?? []);
-    this.selector = shards ? shardSelector(this.owned, shards.count) : '';
+    this.selector = shards && serverSide ? shardSelector(this.owned, shards.count) : '';
   }
 
   /** No shard held: nothing to list or watch. */

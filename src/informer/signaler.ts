@@ -73,6 +73,11 @@ export class Signaler {
     return n;
   }
 
+  /** Drops the pending requests of the namespaces `drop` names (a shard another replica now holds). */
+  forget(drop: (namespace: string) => boolean): void {
+    for (const [key, request] of this.pending) if (drop(request.namespace)) this.pending.delete(key);
+  }
+
   enqueue(request: SignalRequest): void {
     const key = keyOf(request);
     this.pending.set(key, merge(this.pending.get(key), request));

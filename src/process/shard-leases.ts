@@ -16,6 +16,7 @@ import {
 } from '../core/shard-assignment.js';
 import { apiClient } from './kube-api.js';
 import { apiMessage, apiStatus } from './kube-errors.js';
+import { namespaceHash } from '../core/shards.js';
 
 export interface ShardLeaseOptions {
   /** The operator's namespace, where its Leases live. */
@@ -31,14 +32,26 @@ export interface ShardLeaseOptions {
 
 const partOf = 'app.kubernetes.io/part-of';
 
-/** A Kubernetes name made of a task queue's name (which may hold any character). */
+/**
+ * A Kubernetes name made of a task queue's name (which may hold any character), short enough for a
+ * label value (63): a long or rewritten name ends with a hash of the queue's, so two queues never share Leases.
+ */
 export function leasePrefixFor(taskQueue: string): string {
   const name = taskQueue
     .toLowerCase()
     .replace(/[^a-z0-9-]+/g, '-')
     .replace(/^-+|-+$/g, '');
-  return (name || 'machinemodel-operator').slice(0, 200);
+  if (name === taskQueue && name.length <= 40) return name;
+  return `${name.slice(0, 23).replace(/-+$/, '') || 'mmo'}-${namespaceHash(taskQueue).toString(16).padStart(16, '0')}`;
 }
+
+/** Shard k's Lease. The count is in the name: replicas of another count (a change rolling out) never share one. */
+export function shardLeaseName(prefix: string, k: number, count: number): string {
+  return `${prefix}-shard-${k}-of-${count}`;
+}
+
+/** A monotonic clock: a Lease's age must not jump with the wall clock. */
+const clock = () => performance.now();
 
 /** A MicroTime as read back: the client hands it over as the server's string, not as a Date. */
 function microTime(value: Date | string | undefined): V1MicroTime | undefined {
@@ -80,11 +93,16 @@ export class ShardLeases {
   }
 
   private shardLease(k: number): string {
-    return `${this.opts.prefix}-shard-${k}`;
+    return shardLeaseName(this.opts.prefix, k, this.opts.count);
+  }
+
+  /** Members of another count are not counted: they take other Leases. */
+  private get memberPrefix(): string {
+    return `${this.opts.prefix}-member-of-${this.opts.count}-`;
   }
 
   private get memberLease(): string {
-    return `${this.opts.prefix}-member-${this.opts.identity}`;
+    return `${this.memberPrefix}${this.opts.identity}`;
   }
 
   start(): void {
@@ -104,7 +122,7 @@ export class ShardLeases {
 
   /** Past its renewal deadline a shard is dropped at once: another replica may take it soon after. */
   private dropOverdue(): void {
-    const now = Date.now();
+    const now = clock();
     const overdue = [...this.held].filter(([, at]) => !isStillHeld(at, now, this.timing)).map(([k]) => k);
     if (overdue.length === 0) return;
     for (const k of overdue) this.held.delete(k);
@@ -121,7 +139,7 @@ export class ShardLeases {
   }
 
   private async tick(): Promise<void> {
-    const now = Date.now();
+    const now = clock();
     const listed = await this.api.listNamespacedLease({
       namespace: this.opts.namespace,
       labelSelector: `${partOf}=${this.opts.prefix}`,
@@ -133,9 +151,8 @@ export class ShardLeases {
       if (lease) shards.set(k, this.observe(lease, now));
     }
     const members: string[] = [];
-    const memberPrefix = `${this.opts.prefix}-member-`;
     for (const lease of listed.items) {
-      if (!lease.metadata?.name?.startsWith(memberPrefix)) continue;
+      if (!lease.metadata?.name?.startsWith(this.memberPrefix)) continue;
       const seen = this.observe(lease, now);
       if (seen.holder && !isExpired(seen, now, this.timing)) members.push(seen.holder);
       // A replica gone long ago (each process has its own identity): its Lease would stay forever.
@@ -160,16 +177,16 @@ export class ShardLeases {
     const memberDue = now - this.memberRenewedAt >= this.timing.renewEveryMs;
     const writes = [
       memberDue
-        ? this.write(this.memberLease, byName.get(this.memberLease), now).then((ok) => {
+        ? this.write(this.memberLease, byName.get(this.memberLease)).then((ok) => {
             if (ok) this.memberRenewedAt = now;
           })
         : undefined,
       ...decision.renew.map(async (k) => {
-        if (!(await this.write(this.shardLease(k), byName.get(this.shardLease(k)), now))) this.held.delete(k);
+        if (!(await this.write(this.shardLease(k), byName.get(this.shardLease(k))))) this.held.delete(k);
         else if (this.held.has(k)) this.held.set(k, now);
       }),
       ...decision.acquire.map(async (k) => {
-        if (await this.write(this.shardLease(k), byName.get(this.shardLease(k)), now)) {
+        if (await this.write(this.shardLease(k), byName.get(this.shardLease(k)))) {
           this.held.set(k, now);
           this.taken++;
         }
@@ -177,16 +194,17 @@ export class ShardLeases {
     ];
     await Promise.all(writes);
     const changed = decision.acquire.some((k) => this.held.has(k)) || decision.renew.some((k) => !this.held.has(k));
-    if (changed && !this.stopped) {
-      this.log.info({ shards: this.owned }, 'holding shards');
-      await this.place(this.owned);
-    }
+    if (changed) this.log.info({ shards: this.owned }, 'holding shards');
+    // Every tick, not awaited: renewing never waits for workers to start or stop, and a placement
+    // that failed (a worker that could not start) is tried again.
+    if (!this.stopped) void this.place(this.owned);
   }
 
   /** Takes or renews a Lease for this replica, against the version read; false when another wrote first. */
-  private async write(name: string, read: V1Lease | undefined, now: number): Promise<boolean> {
-    // A Lease's times are MicroTime: six digits of fraction, which a plain Date does not write.
-    const at = new V1MicroTime(now);
+  private async write(name: string, read: V1Lease | undefined): Promise<boolean> {
+    // A Lease's times are MicroTime: six digits of fraction, which a plain Date does not write. They
+    // are for people reading the Lease; the decisions use this process's monotonic clock.
+    const at = new V1MicroTime(Date.now());
     const acquired = microTime(read?.spec?.acquireTime) ?? at;
     const durationSeconds = Math.ceil(this.timing.durationMs / 1000);
     try {

@@ -12,11 +12,15 @@ export interface ShardWorker {
 }
 
 export interface PlacementParts {
+  /** Gives up (rejects) rather than wait long: the next placement tries again. */
   startWorker(shard: number): Promise<ShardWorker>;
-  /** The informer's scope: only these shards' namespaces. */
+  /** The informer's scope: only these shards' namespaces (its lists go on in the background). */
   reshard(owned: readonly number[]): Promise<void>;
-  /** After shards were gained and their workers run: look for their models deleted while nobody watched. */
-  gained(shards: readonly number[]): void;
+  /**
+   * After each change, with the shards now worked on: look for their models deleted while nobody
+   * watched (a gained shard's, or a kept one's deleted while its watch was replaced).
+   */
+  placed(held: readonly number[], gained: readonly number[]): void;
   /** A worker failed by itself (not stopped here): the process cannot go on as it is. */
   failed(err: unknown): void;
 }
@@ -25,6 +29,7 @@ export class ShardPlacement {
   private readonly workers = new Map<number, ShardWorker>();
   private chain: Promise<void> = Promise.resolve();
   private wanted: readonly number[] = [];
+  private queued = false;
   /** Placements applied, for the metrics. */
   moves = 0;
 
@@ -37,15 +42,25 @@ export class ShardPlacement {
     return [...this.workers.keys()].sort((a, b) => a - b);
   }
 
-  /** Resolves once this placement (or a later one) is applied. */
+  /**
+   * Resolves once this placement (or a later one) is applied. Each step applies the latest set asked
+   * for, so a placement stuck behind a slow one is not applied late, only skipped.
+   */
   place(owned: readonly number[]): Promise<void> {
     this.wanted = owned;
-    const next = this.chain.then(() => this.apply(this.wanted));
+    // One step waiting behind the running one is enough: it applies the latest set.
+    if (this.queued) return this.chain;
+    this.queued = true;
+    const next = this.chain.then(() => {
+      this.queued = false;
+      return this.apply();
+    });
     this.chain = next.catch((err: unknown) => this.log.error({ err }, 'placing shards failed'));
     return this.chain;
   }
 
-  private async apply(owned: readonly number[]): Promise<void> {
+  private async apply(): Promise<void> {
+    const owned = this.wanted;
     const want = new Set(owned);
     const lost = this.held.filter((k) => !want.has(k));
     const gained = [...want].filter((k) => !this.workers.has(k)).sort((a, b) => a - b);
@@ -59,6 +74,8 @@ export class ShardPlacement {
     );
     await this.parts.reshard([...want]);
     for (const k of gained) {
+      // Lost again while the others started (a Lease not renewed in time): not started at all.
+      if (!this.wanted.includes(k)) continue;
       const worker = await this.parts.startWorker(k);
       this.workers.set(k, worker);
       worker.run.catch((err: unknown) => {
@@ -67,6 +84,6 @@ export class ShardPlacement {
     }
     this.moves++;
     this.log.info({ shards: this.held, lost, gained }, 'shards placed');
-    if (gained.length) this.parts.gained(gained);
+    this.parts.placed(this.held, gained);
   }
 }

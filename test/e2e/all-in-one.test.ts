@@ -171,7 +171,7 @@ describe.skipIf(!stack.realNode)(
             'app.kubernetes.io/part-of=machinemodel-operator',
           );
           const shardHolders = leases
-            .filter((l) => /-shard-\d+$/.test(l.metadata.name))
+            .filter((l) => /-shard-\d+-of-4$/.test(l.metadata.name))
             .map((l) => l.spec.holderIdentity);
           const counts = [...new Set(shardHolders)].map((h) => shardHolders.filter((x) => x === h).length);
           return shardHolders.length === 4 && shardHolders.every(Boolean) && counts.join() === '2,2'

@@ -8,7 +8,7 @@ import { freePort } from '../../tools/local-stack/processes.js';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import type { RolloutSpec } from '../../src/core/api.js';
 import { shardOf, shardTaskQueue } from '../../src/core/shards.js';
-import { leasePrefixFor } from '../../src/process/shard-leases.js';
+import { leasePrefixFor, shardLeaseName } from '../../src/process/shard-leases.js';
 import { kubectlFor } from '../support/cluster.js';
 import { eventually } from '../support/eventually.js';
 import { machineModel } from '../support/models.js';
@@ -76,7 +76,7 @@ it("finishes a rollout whose shard's replica was killed in the middle of a pause
   );
 
   // The replica whose shard holds the model's namespace runs its workflows: that one goes.
-  const lease = `${leasePrefixFor(taskQueue)}-shard-${shardOf(ns, shards)}`;
+  const lease = shardLeaseName(leasePrefixFor(taskQueue), shardOf(ns, shards), shards);
   const holder = k.get('lease', 'machinemodel-system', lease)?.spec?.holderIdentity as string;
   const victim = operators.find((o) => o.identity === holder)!;
   const survivor = operators.find((o) => o !== victim)!;
