@@ -176,12 +176,15 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
    */
   async function startShardWorker(shard: number): Promise<ShardWorker> {
     const giveUp = AbortSignal.any([abort.signal, AbortSignal.timeout(30_000)]);
+    giveUp.throwIfAborted();
+    let onAbort: (() => void) | undefined;
     const connection = await Promise.race([
       workerConnection,
-      new Promise<never>((_, reject) =>
-        giveUp.addEventListener('abort', () => reject(new Error('no worker connection to Temporal within 30 s'))),
-      ),
-    ]);
+      new Promise<never>((_, reject) => {
+        onAbort = () => reject(new Error('no worker connection to Temporal within 30 s'));
+        giveUp.addEventListener('abort', onAbort, { once: true });
+      }),
+    ]).finally(() => giveUp.removeEventListener('abort', onAbort!));
     const worker = await untilTemporalAnswers(
       () =>
         createWorker(connection, shardTaskQueue(config.temporal.taskQueue, shard), activities!, {
@@ -196,7 +199,8 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
       run,
       async shutdown() {
         if (worker.getState() === 'RUNNING') worker.shutdown();
-        await run.catch(() => undefined);
+        // Forced down (shutdownForceTime): an activity ignored its cancellation and may still run.
+        await run.catch((err: unknown) => log.error({ err, shard }, "a shard's worker was forced down"));
       },
     };
   }

@@ -231,6 +231,9 @@ class Source {
   /** Resolves after the first successful list. */
   readonly synced: Promise<void>;
   private markSynced!: () => void;
+  /** Resolves after the first successful list or when stopped, whichever comes first. */
+  readonly settled: Promise<void>;
+  private markSettled!: () => void;
 
   constructor(
     readonly spec: SourceSpec,
@@ -274,11 +277,21 @@ class Source {
     };
     this.lw = new ListWatch(watchPath, new ScopedWatch(kc, selector, keeps), list, false, labelSelector, fieldSelector);
     this.synced = new Promise((resolve) => (this.markSynced = resolve));
+    this.settled = new Promise((resolve) => (this.markSettled = resolve));
+    void this.synced.then(() => this.markSettled());
     const alive = () => (this.lastActivity = Date.now());
     this.lw.on('connect', alive);
-    this.lw.on('add', (o) => (alive(), keep(o), this.onEvent(spec.kind, 'added', o as WatchedObject)));
-    this.lw.on('update', (o) => (alive(), keep(o), this.onEvent(spec.kind, 'updated', o as WatchedObject)));
-    this.lw.on('delete', (o) => (alive(), this.onEvent(spec.kind, 'deleted', o as WatchedObject)));
+    // A source stopped in the middle of a list (a reshard) still gets that list's objects from the
+    // ListWatch, and a watch after it: they are no longer this replica's.
+    const event = (type: WatchEventType, o: KubernetesObject) => {
+      if (this.stopped) return;
+      alive();
+      if (type !== 'deleted') keep(o);
+      this.onEvent(spec.kind, type, o as WatchedObject);
+    };
+    this.lw.on('add', (o) => event('added', o));
+    this.lw.on('update', (o) => event('updated', o));
+    this.lw.on('delete', (o) => event('deleted', o));
     this.lw.on('error', (err) => this.failed(err));
   }
 
@@ -312,7 +325,9 @@ class Source {
     this.lastActivity = Date.now();
     this.watchdog ??= setInterval(() => this.checkAlive(), Math.min(this.silenceLimitMs / 4, 15_000));
     await this.lw.start();
-    if (this.failedSinceStart || this.stopped) return;
+    // Stopped while it listed: the ListWatch went on to watch; stop that watch too.
+    if (this.stopped) return void (await this.lw.stop());
+    if (this.failedSinceStart) return;
     const wasFailing = this.failures > 0;
     this.failures = 0;
     this.hasSynced = true;
@@ -336,6 +351,7 @@ class Source {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.markSettled();
     clearTimeout(this.restartTimer);
     clearInterval(this.watchdog);
     await this.lw.stop();
@@ -530,8 +546,13 @@ export class Informer {
 
   /** Resolves once the sources of the current scope have listed (after a reshard: the new ones). */
   async listed(): Promise<void> {
-    await this.resharding;
-    await Promise.all(this.watching.sources.map((s) => s.synced));
+    for (;;) {
+      await this.resharding;
+      const current = this.watching;
+      await Promise.all(current.sources.map((s) => s.settled));
+      // Replaced meanwhile: wait for the newer sources instead.
+      if (current === this.watching) return;
+    }
   }
 
   /**

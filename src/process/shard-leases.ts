@@ -24,7 +24,7 @@ export interface ShardLeaseOptions {
   /** This replica's name in the Leases: unique per process. */
   identity: string;
   count: number;
-  /** Lease names start with it (one install's Leases): `<prefix>-shard-<k>`, `<prefix>-member-<identity>`. */
+  /** Lease names start with it (one install's Leases): `<prefix>-shard-<k>-of-<N>`, `<prefix>-member-of-<N>-<identity>`. */
   prefix: string;
   timing?: AssignmentTiming;
   tickMs?: number;
@@ -41,7 +41,7 @@ export function leasePrefixFor(taskQueue: string): string {
     .toLowerCase()
     .replace(/[^a-z0-9-]+/g, '-')
     .replace(/^-+|-+$/g, '');
-  if (name === taskQueue && name.length <= 40) return name;
+  if (name && name === taskQueue && name.length <= 40) return name;
   return `${name.slice(0, 23).replace(/-+$/, '') || 'mmo'}-${namespaceHash(taskQueue).toString(16).padStart(16, '0')}`;
 }
 
@@ -72,7 +72,7 @@ export class ShardLeases {
   private loop: Promise<void> | undefined;
   private deadlineTimer: NodeJS.Timeout | undefined;
   private wake: (() => void) | undefined;
-  private memberRenewedAt = 0;
+  private memberRenewedAt = -Infinity;
   /** Handovers, for the metrics: shards taken and let go since start. */
   taken = 0;
   freed = 0;

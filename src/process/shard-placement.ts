@@ -27,8 +27,12 @@ export interface PlacementParts {
 
 export class ShardPlacement {
   private readonly workers = new Map<number, ShardWorker>();
+  /** Workers of lost shards, stopping. */
+  private readonly stopping = new Set<Promise<void>>();
   private chain: Promise<void> = Promise.resolve();
   private wanted: readonly number[] = [];
+  /** The informer's scope as last set. */
+  private scoped: readonly number[] = [];
   private queued = false;
   /** Placements applied, for the metrics. */
   moves = 0;
@@ -43,12 +47,13 @@ export class ShardPlacement {
   }
 
   /**
-   * Resolves once this placement (or a later one) is applied. Each step applies the latest set asked
-   * for, so a placement stuck behind a slow one is not applied late, only skipped.
+   * Resolves once this placement (or a later one) is applied. A lost shard's worker is told to stop
+   * at once, not after the step under way (which may be starting others); the rest is applied in
+   * steps, each with the latest set asked for, so a placement stuck behind a slow one is skipped.
    */
   place(owned: readonly number[]): Promise<void> {
     this.wanted = owned;
-    // One step waiting behind the running one is enough: it applies the latest set.
+    for (const [k, worker] of this.workers) if (!owned.includes(k)) this.stop(k, worker);
     if (this.queued) return this.chain;
     this.queued = true;
     const next = this.chain.then(() => {
@@ -59,31 +64,40 @@ export class ShardPlacement {
     return this.chain;
   }
 
+  private stop(k: number, worker: ShardWorker): void {
+    this.workers.delete(k);
+    const stopped = worker.shutdown();
+    this.stopping.add(stopped);
+    void stopped.finally(() => this.stopping.delete(stopped));
+  }
+
   private async apply(): Promise<void> {
-    const owned = this.wanted;
-    const want = new Set(owned);
-    const lost = this.held.filter((k) => !want.has(k));
-    const gained = [...want].filter((k) => !this.workers.has(k)).sort((a, b) => a - b);
+    const owned = [...this.wanted].sort((a, b) => a - b);
+    await Promise.all(this.stopping);
+    const lost = this.scoped.filter((k) => !owned.includes(k));
+    const gained = owned.filter((k) => !this.workers.has(k));
     if (lost.length === 0 && gained.length === 0) return;
-    await Promise.all(
-      lost.map(async (k) => {
-        const worker = this.workers.get(k)!;
-        this.workers.delete(k);
-        await worker.shutdown();
-      }),
-    );
-    await this.parts.reshard([...want]);
-    for (const k of gained) {
-      // Lost again while the others started (a Lease not renewed in time): not started at all.
-      if (!this.wanted.includes(k)) continue;
-      const worker = await this.parts.startWorker(k);
-      this.workers.set(k, worker);
-      worker.run.catch((err: unknown) => {
-        if (this.workers.get(k) === worker) this.parts.failed(err);
-      });
+    const started: number[] = [];
+    try {
+      if (owned.join() !== this.scoped.join()) {
+        await this.parts.reshard(owned);
+        this.scoped = owned;
+      }
+      for (const k of gained) {
+        if (!this.wanted.includes(k)) continue;
+        const worker = await this.parts.startWorker(k);
+        worker.run.catch((err: unknown) => {
+          if (this.workers.get(k) === worker) this.parts.failed(err);
+        });
+        this.workers.set(k, worker);
+        started.push(k);
+        // Lost while it started: stopped at once.
+        if (!this.wanted.includes(k)) this.stop(k, worker);
+      }
+      this.moves++;
+      this.log.info({ shards: this.held, lost, gained: started }, 'shards placed');
+    } finally {
+      this.parts.placed(this.held, started);
     }
-    this.moves++;
-    this.log.info({ shards: this.held, lost, gained }, 'shards placed');
-    this.parts.placed(this.held, gained);
   }
 }

@@ -53,9 +53,25 @@ describe('placing shards', () => {
     const last = placement.place([3]);
     h.release();
     await Promise.all([first, last]);
-    // The first was under way with [0]; the three asked meanwhile are one step, with [3].
-    expect(h.steps).toEqual(['scope 0', 'start 0', 'placed 0', 'stop 0', 'scope 3', 'start 3', 'placed 3']);
+    // The first was under way with [0] (its worker, lost meanwhile, stops as soon as it started); the
+    // three asked meanwhile are one step, with [3].
+    expect(h.steps).toEqual(['scope 0', 'start 0', 'stop 0', 'placed ', 'scope 3', 'start 3', 'placed 3']);
     expect(placement.held).toEqual([3]);
+  });
+
+  it("stops a lost shard's worker at once, while the step under way still starts another (seen: it waited)", async () => {
+    const h = harness();
+    const placement = new ShardPlacement(h.parts, pino({ level: 'silent' }));
+    await placement.place([0]);
+    h.steps.length = 0;
+    h.hold();
+    const starting = placement.place([0, 1]);
+    await new Promise((resolve) => setImmediate(resolve));
+    void placement.place([1]);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(h.steps).toEqual(['scope 0,1', 'stop 0']);
+    h.release();
+    await starting;
   });
 
   it('places again a shard whose worker could not start, when asked again', async () => {
