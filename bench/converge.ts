@@ -2,13 +2,14 @@
 // the peer (sample-controller) and this operator, in one run. Writes bench/results/<date>-<N>.json
 // with its chart (.png) and prints a table with the operator's ratios to the others.
 // Usage: npm run bench:converge -- --models 1000 [--rest 600] [--temporal dev|postgres] [--only floor,peer,operator]
-//        [--give-up minutes] [--profile dir] [--label word]
+//        [--give-up minutes] [--profile dir] [--label word] [--namespaces K] [--replicas R [--shards S]]
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError, Option } from 'commander';
+import { wholeNumber } from '../src/process/config.js';
 import { cacheRoot } from '../tools/local-stack/components.js';
 import { down, up } from '../tools/local-stack/stack.js';
 import { temporalKinds, type TemporalKind } from '../tools/local-stack/temporal-postgres.js';
@@ -41,6 +42,22 @@ const cmd = new Command('bench:converge')
       })
       .default(60),
   )
+  .addOption(
+    new Option('--namespaces <k>', "every contender's objects dealt round k namespaces (shards split by namespace)")
+      .argParser(wholeNumber('--namespaces'))
+      .default(1),
+  )
+  .addOption(
+    new Option('--replicas <r>', 'operator replicas, as installed; with more than one they split --shards')
+      .argParser(wholeNumber('--replicas'))
+      .default(1),
+  )
+  .addOption(
+    new Option(
+      '--shards <s>',
+      "the operator's --shards (default: 4 with several replicas, as installed; else 0)",
+    ).argParser(wholeNumber('--shards', 0)),
+  )
   .addOption(new Option('--label <word>', 'added to the results file name, so runs of one day keep apart'))
   .addOption(
     new Option('--rest <seconds>', 'after convergence, leave each contender alone this long and measure the cost')
@@ -52,7 +69,10 @@ const cmd = new Command('bench:converge')
       .default(0),
   )
   .parse();
-const { models, only, profile, label, rest, temporal, giveUp } = cmd.opts<{
+const { models, only, profile, label, rest, temporal, giveUp, namespaces, replicas, shards } = cmd.opts<{
+  namespaces: number;
+  replicas: number;
+  shards?: number;
   models: number;
   giveUp: number;
   temporal: TemporalKind;
@@ -74,6 +94,12 @@ function ratio(a: number | undefined, b: number | undefined): string {
   return a !== undefined && b ? `${(a / b).toFixed(2)}×` : '–';
 }
 
+/** A contender's processes' values added up (the operator's replicas are `operator-0`, `operator-1`, …). */
+function controllerTotal(values: Record<string, number>): number | undefined {
+  const own = Object.entries(values).filter(([k]) => /^(operator|peer)(-\d+)?$/.test(k));
+  return own.length ? round2(own.reduce((a, [, v]) => a + v, 0)) : undefined;
+}
+
 function table(results: Partial<Record<ContenderName, ContenderResult>>): string {
   const { floor, peer, operator } = results;
   const rows: [string, (r: ContenderResult) => number | undefined][] = [
@@ -87,15 +113,22 @@ function table(results: Partial<Record<ContenderName, ContenderResult>>): string
       (r) => r.applySeconds && r.applyAloneSeconds && round2(r.applySeconds / r.applyAloneSeconds),
     ],
     ['machine CPU (s)', (r) => r.machineCpuSeconds],
-    ['controller CPU (s)', (r) => r.cpuSeconds.operator ?? r.cpuSeconds.peer],
+    ['controller CPU (s), replicas added up', (r) => controllerTotal(r.cpuSeconds)],
     ['Temporal CPU (s)', (r) => r.cpuSeconds.temporal],
     ['PostgreSQL CPU (s)', (r) => r.cpuSeconds.postgres],
-    ['controller peak RSS (MiB)', (r) => r.peakRssMiB.operator ?? r.peakRssMiB.peer],
+    [
+      'controller peak RSS (MiB), the largest replica',
+      (r) => {
+        const own = Object.entries(r.peakRssMiB).filter(([k]) => /^(operator|peer)(-\d+)?$/.test(k));
+        return own.length ? Math.max(...own.map(([, v]) => v)) : undefined;
+      },
+    ],
     ['apiserver requests', (r) => Object.values(r.apiserverRequests).reduce((a, b) => a + b, 0)],
     ['delete namespace (s)', (r) => r.deleteSeconds],
     ['  of which until its own objects were gone (s)', (r) => r.ownObjectsGoneSeconds],
     ['history events per model (p50)', (r) => r.perModel?.historyEvents.p50],
     ['workflow tasks per model (p50)', (r) => r.perModel?.workflowTasks.p50],
+    ['signals per model (p50)', (r) => r.signalsPerModel?.p50],
     ['workflow cache: hits', (r) => r.workflowCache?.hits],
     ['workflow cache: misses (each replays a history)', (r) => r.workflowCache?.misses],
     ['workflow cache: forced evictions', (r) => r.workflowCache?.forcedEvictions],
@@ -103,10 +136,7 @@ function table(results: Partial<Record<ContenderName, ContenderResult>>): string
       'activities per model, regular + local (p50)',
       (r) => r.perModel && r.perModel.activities.p50 + r.perModel.localActivities.p50,
     ],
-    [
-      'at rest: controller CPU (s/min)',
-      (r) => r.atRest?.cpuSecondsPerMinute.operator ?? r.atRest?.cpuSecondsPerMinute.peer,
-    ],
+    ['at rest: controller CPU (s/min)', (r) => r.atRest && controllerTotal(r.atRest.cpuSecondsPerMinute)],
     ['at rest: Temporal CPU (s/min)', (r) => r.atRest?.cpuSecondsPerMinute.temporal],
     ['at rest: PostgreSQL CPU (s/min)', (r) => r.atRest?.cpuSecondsPerMinute.postgres],
     ['at rest: kube-apiserver CPU (s/min)', (r) => r.atRest?.cpuSecondsPerMinute['kube-apiserver']],
@@ -114,7 +144,10 @@ function table(results: Partial<Record<ContenderName, ContenderResult>>): string
     ['at rest: machine CPU (s/min)', (r) => r.atRest?.machineCpuSecondsPerMinute],
     ['at rest: apiserver requests (/min)', (r) => r.atRest?.apiserverRequestsPerMinute],
     ['at rest: history events (/min)', (r) => r.atRest?.historyEventsPerMinute],
-    ['at rest: controller RSS at the end (MiB)', (r) => r.atRest?.rssMiB.operator ?? r.atRest?.rssMiB.peer],
+    [
+      'at rest: controller RSS at the end (MiB), replicas added up',
+      (r) => r.atRest && controllerTotal(r.atRest.rssMiB),
+    ],
   ];
   const lines = ['| | floor | peer | operator | operator/peer | operator/floor |', '|---|---|---|---|---|---|'];
   for (const [title, get] of rows) {
@@ -130,7 +163,14 @@ async function main(): Promise<void> {
   // Named and stamped with the commit before the run, so a change made meanwhile is not the run's.
   const date = new Date().toISOString().slice(0, 10);
   mkdirSync(resultsDir, { recursive: true });
-  const name = [date, models, ...(temporal === 'dev' ? [] : [temporal]), ...(label ? [label] : [])].join('-');
+  const name = [
+    date,
+    models,
+    ...(temporal === 'dev' ? [] : [temporal]),
+    ...(namespaces > 1 ? [`ns${namespaces}`] : []),
+    ...(replicas > 1 ? [`r${replicas}`] : []),
+    ...(label ? [label] : []),
+  ].join('-');
   const file = path.join(resultsDir, `${name}.json`);
   const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
   const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8' }) !== '';
@@ -142,6 +182,8 @@ async function main(): Promise<void> {
       models,
       restSeconds: rest,
       temporal,
+      namespaces,
+      replicas,
       cores: os.cpus().length,
       commit: dirty ? `${commit}+changes` : commit,
       results,
@@ -156,6 +198,9 @@ async function main(): Promise<void> {
         profileDir: profile && path.resolve(profile),
         restSeconds: rest,
         giveUpSeconds: giveUp * 60,
+        namespaces,
+        replicas,
+        shards: shards ?? (replicas > 1 ? 4 : 0),
         onMeasured: (result) => {
           results[name] = result;
           save();

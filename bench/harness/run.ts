@@ -1,6 +1,7 @@
 // One benchmark run on a stack: the floor (plain Deployments), the peer (sample-controller, Foos) and
 // this operator (MachineModels, run compiled as its image runs it), one after another, each with N
-// objects created by one kubectl apply in a namespace of its own, then that namespace deleted.
+// objects created by one kubectl apply in namespaces of their own (one, or --namespaces of them,
+// the objects dealt round), then those namespaces deleted.
 import { execFileSync, spawn } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
 import path from 'node:path';
@@ -14,7 +15,13 @@ import { ensureInstalled } from '../../tools/local-stack/install.js';
 import { freePort } from '../../tools/local-stack/processes.js';
 import { kubectlRun, resizeFakeNode, type StackInfo } from '../../tools/local-stack/stack.js';
 import { machineModel } from '../../test/support/models.js';
-import { installCrds, operatorProbe, startOperatorProcess } from '../../test/support/operator-process.js';
+import {
+  installCrds,
+  operatorMetric,
+  operatorProbe,
+  startOperatorProcess,
+  type OperatorProcess,
+} from '../../test/support/operator-process.js';
 import { apiserverRequests, difference } from './apiserver-requests.js';
 import { imageNodeOptions } from './image-node-options.js';
 import { round, rssMiB, Usage } from './proc.js';
@@ -57,6 +64,11 @@ export interface ContenderResult {
    * Temporal's task queue).
    */
   perModel?: Record<'historyEvents' | 'activities' | 'localActivities' | 'workflowTasks', { p50: number; max: number }>;
+  /** Operator only: the reconcile signals each model's workflows received until it converged. */
+  signalsPerModel?: { p50: number; max: number };
+  /** Operator only: replicas and namespaces of the run (cpuSeconds and peakRssMiB then have a key per replica). */
+  replicas?: number;
+  namespaces?: number;
   /** Operator only: the SDK's workflow cache once every model converged. */
   workflowCache?: WorkflowCache;
   /** Operator only: the model with the largest Ready lag, and its workflow's history timed from its Deployment's availability. */
@@ -79,6 +91,12 @@ export interface AtRest {
 }
 
 export interface RunOptions {
+  /** Namespaces the N objects are dealt round (1: all in one). Shards split by namespace. */
+  namespaces?: number;
+  /** Operator replicas, as installed: with more than one, they split the namespaces (`shards`). */
+  replicas?: number;
+  /** The operator's --shards (0: none). */
+  shards?: number;
   /** The operator writes a V8 CPU profile (.cpuprofile) here when it stops. */
   profileDir?: string;
   /** After convergence, leave everything alone this long and measure what it costs (0: no rest phase). */
@@ -93,7 +111,8 @@ export interface RunOptions {
 }
 
 interface Process {
-  pid: number;
+  /** The contender's processes by name: `operator`, or `operator-0`, `operator-1`, … for replicas. */
+  pids: Record<string, number>;
   stop(): Promise<void>;
   /** The workflow cache's counters from the SDK's own metrics (operator only). */
   workflowCache?(): Promise<WorkflowCache>;
@@ -118,10 +137,11 @@ export function workflowCacheOf(body: string): WorkflowCache {
 }
 
 interface Contender {
-  objects(namespace: string, n: number): object[];
+  /** n objects in the namespace, numbered from `first` (names are unique across a run's namespaces). */
+  objects(namespace: string, n: number, first?: number): object[];
   own?: { watched: Watched; converged: (o: { status?: Record<string, any> }) => boolean };
   install?(stack: StackInfo): void;
-  start?(stack: StackInfo, namespace: string, options: RunOptions, log: (line: string) => void): Promise<Process>;
+  start?(stack: StackInfo, namespaces: string[], options: RunOptions, log: (line: string) => void): Promise<Process>;
 }
 
 const peerModuleDir = sampleController.moduleDir;
@@ -139,8 +159,8 @@ function peerCrdFile(): string {
 
 const contenders: Record<ContenderName, Contender> = {
   floor: {
-    objects: (namespace, n) =>
-      Array.from({ length: n }, (_, i) => ({
+    objects: (namespace, n, first = 0) =>
+      Array.from({ length: n }, (_, j) => first + j).map((i) => ({
         apiVersion: 'apps/v1',
         kind: 'Deployment',
         metadata: { name: `d-${i}`, namespace },
@@ -155,8 +175,8 @@ const contenders: Record<ContenderName, Contender> = {
       })),
   },
   peer: {
-    objects: (namespace, n) =>
-      Array.from({ length: n }, (_, i) => ({
+    objects: (namespace, n, first = 0) =>
+      Array.from({ length: n }, (_, j) => first + j).map((i) => ({
         apiVersion: 'samplecontroller.k8s.io/v1alpha1',
         kind: 'Foo',
         metadata: { name: `foo-${i}`, namespace },
@@ -175,7 +195,7 @@ const contenders: Record<ContenderName, Contender> = {
       kubectlRun(stack, ['apply', '--server-side', '-f', peerCrdFile()]);
       kubectlRun(stack, ['wait', '--for=condition=Established', 'crd/foos.samplecontroller.k8s.io', '--timeout=30s']);
     },
-    async start(stack, _namespace, _options, log) {
+    async start(stack, _namespaces, _options, log) {
       const bin = await ensureInstalled(sampleController, log);
       const logFile = path.join(stack.stateDir, 'logs', `sample-controller-${Date.now()}.log`);
       const child = spawn(bin, ['-kubeconfig', stack.kubeconfig], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -186,7 +206,7 @@ const contenders: Record<ContenderName, Contender> = {
       // Its informers list before its workers start; a few seconds is plenty on an empty cluster.
       await sleep(3_000);
       return {
-        pid: child.pid!,
+        pids: { peer: child.pid! },
         async stop() {
           child.kill('SIGTERM');
           await exited;
@@ -195,7 +215,8 @@ const contenders: Record<ContenderName, Contender> = {
     },
   },
   operator: {
-    objects: (namespace, n) => Array.from({ length: n }, (_, i) => machineModel(namespace, `m-${i}`)),
+    objects: (namespace, n, first = 0) =>
+      Array.from({ length: n }, (_, j) => machineModel(namespace, `m-${first + j}`)),
     own: {
       watched: {
         apiVersion: 'stable.example.com/v1',
@@ -206,37 +227,72 @@ const contenders: Record<ContenderName, Contender> = {
       converged: (mm) => mm.status?.phase === 'Ready',
     },
     install: installCrds,
-    async start(stack, namespace, options) {
-      const metricsPort = await freePort();
-      const sdkMetricsPort = await freePort();
-      // Its own namespace only, like the peer's and the floor's objects: a shared stack may hold other models.
-      const operator = startOperatorProcess(
-        stack,
-        {
-          MMO_NAMESPACES: namespace,
-          MMO_TASK_QUEUE: `bench-${randomUUID()}`,
-          MMO_METRICS_PORT: String(metricsPort),
-          MMO_SDK_METRICS_PORT: String(sdkMetricsPort),
-          LOG_LEVEL: 'warn',
-          NODE_OPTIONS: [
-            imageNodeOptions(),
-            ...(options.profileDir ? [`--cpu-prof --cpu-prof-dir=${options.profileDir}`] : []),
-          ].join(' '),
-        },
-        'bench-operator',
-      );
-      await until(
-        'the operator ready',
-        async () => (await operatorProbe(metricsPort, '/readyz')).status === 200,
-        120_000,
-      );
+    async start(stack, namespaces, options) {
+      const replicas = options.replicas ?? 1;
+      const shards = options.shards ?? 0;
+      const taskQueue = `bench-${randomUUID()}`;
+      const started: { process: OperatorProcess; metricsPort: number; sdkMetricsPort: number }[] = [];
+      for (let r = 0; r < replicas; r++) {
+        const metricsPort = await freePort();
+        const sdkMetricsPort = await freePort();
+        // Its own namespaces only, like the peer's and the floor's objects: a shared stack may hold other models.
+        const process = startOperatorProcess(
+          stack,
+          {
+            MMO_NAMESPACES: namespaces.join(','),
+            MMO_TASK_QUEUE: taskQueue,
+            MMO_METRICS_PORT: String(metricsPort),
+            MMO_SDK_METRICS_PORT: String(sdkMetricsPort),
+            MMO_SHARDS: String(shards),
+            MMO_IDENTITY: `bench-${r}-${randomUUID().slice(0, 6)}`,
+            LOG_LEVEL: 'warn',
+            NODE_OPTIONS: [
+              imageNodeOptions(),
+              ...(options.profileDir ? [`--cpu-prof --cpu-prof-dir=${options.profileDir}`] : []),
+            ].join(' '),
+          },
+          `bench-operator-${r}`,
+        );
+        started.push({ process, metricsPort, sdkMetricsPort });
+      }
+      for (const { metricsPort } of started)
+        await until(
+          'the operator ready',
+          async () => (await operatorProbe(metricsPort, '/readyz')).status === 200,
+          120_000,
+        );
+      // As installed, the replicas have split the shards before anyone applies models.
+      if (shards)
+        await until(
+          'every shard held',
+          async () => {
+            const held = await Promise.all(
+              started.map(({ metricsPort }) => operatorMetric(metricsPort, 'machinemodel_operator_shards_held')),
+            );
+            return held.reduce((a, b) => a + b, 0) === shards && held.every((h) => h > 0 || replicas > shards);
+          },
+          120_000,
+        );
       return {
-        pid: operator.child.pid!,
+        pids: Object.fromEntries(
+          started.map(({ process }, r) => [replicas === 1 ? 'operator' : `operator-${r}`, process.child.pid!]),
+        ),
         async stop() {
-          await operator.stop();
+          await Promise.all(started.map(({ process }) => process.stop()));
         },
         async workflowCache() {
-          return workflowCacheOf(await (await fetch(`http://127.0.0.1:${sdkMetricsPort}/metrics`)).text());
+          const caches = await Promise.all(
+            started.map(async ({ sdkMetricsPort }) =>
+              workflowCacheOf(await (await fetch(`http://127.0.0.1:${sdkMetricsPort}/metrics`)).text()),
+            ),
+          );
+          const total = (key: keyof WorkflowCache) => caches.reduce((a, c) => a + c[key], 0);
+          return {
+            hits: total('hits'),
+            misses: total('misses'),
+            forcedEvictions: total('forcedEvictions'),
+            size: total('size'),
+          };
         },
       };
     },
@@ -260,7 +316,11 @@ function quantile(xs: number[], q: number): number {
   return s.length ? s[Math.min(s.length - 1, Math.floor(q * s.length))]! : NaN;
 }
 
-async function slowest(stack: StackInfo, namespace: string, timeline: Timeline): Promise<ContenderResult['slowest']> {
+async function slowest(
+  stack: StackInfo,
+  namespaceOf: (model: string) => string,
+  timeline: Timeline,
+): Promise<ContenderResult['slowest']> {
   let worst: { model: string; readyLagMs: number; availableAt: number } | undefined;
   for (const [model, t] of timeline.converged) {
     const availableAt = timeline.available.get(model) ?? t;
@@ -272,7 +332,7 @@ async function slowest(stack: StackInfo, namespace: string, timeline: Timeline):
   try {
     const client = new Client({ connection, namespace: stack.temporalNamespace });
     const zeroAt = timeline.epochMs + worst.availableAt;
-    const story = await storyOf(client, workflowIdFor(namespace, worst.model), zeroAt);
+    const story = await storyOf(client, workflowIdFor(namespaceOf(worst.model), worst.model), zeroAt);
     return { model: worst.model, readyLagMs: worst.readyLagMs, story };
   } finally {
     await connection.close();
@@ -282,9 +342,9 @@ async function slowest(stack: StackInfo, namespace: string, timeline: Timeline):
 /** History events and activities per model workflow, from Temporal (all runs of each). */
 async function perModel(
   stack: StackInfo,
-  namespace: string,
-): Promise<{ stats: ContenderResult['perModel']; historyEvents: number }> {
-  const counts = await perModelCounts(stack, namespace);
+  namespaces: string[],
+): Promise<{ stats: ContenderResult['perModel']; signals: { p50: number; max: number }; historyEvents: number }> {
+  const counts = await perModelCounts(stack, namespaces);
   const stats = (m: Map<string, number>) => ({ p50: quantile([...m.values()], 0.5), max: Math.max(...m.values()) });
   return {
     stats: {
@@ -293,13 +353,14 @@ async function perModel(
       localActivities: stats(counts.localActivities),
       workflowTasks: stats(counts.workflowTasks),
     },
+    signals: stats(counts.signals),
     historyEvents: sum(counts.historyEvents.values()),
   };
 }
 
 const sum = (xs: Iterable<number>) => [...xs].reduce((a, b) => a + b, 0);
 
-async function perModelCounts(stack: StackInfo, namespace: string) {
+async function perModelCounts(stack: StackInfo, namespaces: string[]) {
   const connection = await Connection.connect({ address: stack.temporalAddress });
   try {
     const client = new Client({ connection, namespace: stack.temporalNamespace });
@@ -308,9 +369,11 @@ async function perModelCounts(stack: StackInfo, namespace: string) {
       activities: new Map<string, number>(),
       localActivities: new Map<string, number>(),
       workflowTasks: new Map<string, number>(),
+      signals: new Map<string, number>(),
     };
+    const quoted = namespaces.map((ns) => `'${ns}'`).join(', ');
     const add = (m: Map<string, number>, id: string, n: number) => m.set(id, (m.get(id) ?? 0) + n);
-    for await (const wf of client.workflow.list({ query: `MachineModelNamespace = '${namespace}'` })) {
+    for await (const wf of client.workflow.list({ query: `MachineModelNamespace IN (${quoted})` })) {
       // The history itself: visibility's historyLength stays 0 while a run is open.
       const events = (await client.workflow.getHandle(wf.workflowId, wf.runId).fetchHistory()).events ?? [];
       const id = wf.workflowId;
@@ -322,6 +385,7 @@ async function perModelCounts(stack: StackInfo, namespace: string) {
         events.filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_local_activity').length,
       );
       add(counts.workflowTasks, id, events.filter((e) => e.workflowTaskStartedEventAttributes).length);
+      add(counts.signals, id, events.filter((e) => e.workflowExecutionSignaledEventAttributes).length);
     }
     return counts;
   } finally {
@@ -329,9 +393,9 @@ async function perModelCounts(stack: StackInfo, namespace: string) {
   }
 }
 
-/** Every history event of the namespace's model workflows (all runs), counted. */
-async function historyEventsOf(stack: StackInfo, namespace: string): Promise<number> {
-  return sum((await perModelCounts(stack, namespace)).historyEvents.values());
+/** Every history event of the namespaces' model workflows (all runs), counted. */
+async function historyEventsOf(stack: StackInfo, namespaces: string[]): Promise<number> {
+  return sum((await perModelCounts(stack, namespaces)).historyEvents.values());
 }
 
 /** Leaves everything alone for `seconds` and measures what that costs, per minute. */
@@ -339,8 +403,8 @@ async function atRest(
   stack: StackInfo,
   pids: Record<string, number>,
   seconds: number,
-  /** The operator's namespace and its history events so far (counted for perModel already). */
-  history: { namespace: string; events: number } | undefined,
+  /** The operator's namespaces and their history events so far (counted for perModel already). */
+  history: { namespaces: string[]; events: number } | undefined,
   log: (line: string) => void,
 ): Promise<AtRest> {
   log(`at rest for ${seconds}s`);
@@ -350,7 +414,7 @@ async function atRest(
   await sleep(seconds * 1000);
   const { cpuSeconds, machineCpuSeconds } = usage.stop();
   const requestsAfter = apiserverRequests(stack);
-  const eventsAfter = history ? await historyEventsOf(stack, history.namespace) : undefined;
+  const eventsAfter = history ? await historyEventsOf(stack, history.namespaces) : undefined;
   const perMinute = (x: number) => round((x * 60) / seconds, 2);
   const byResource = difference(requestsAfter.byResource, requestsBefore.byResource);
   return {
@@ -381,18 +445,28 @@ async function atRest(
 function applyAlone(stack: StackInfo, contender: Contender, n: number): number {
   const namespace = `bench-alone-${randomUUID().slice(0, 6)}`;
   kubectlRun(stack, ['create', 'namespace', namespace]);
-  const seconds = timedApply(stack, contender, namespace, n);
+  const seconds = timedApply(stack, contender, [namespace], n);
   kubectlRun(stack, ['delete', 'namespace', namespace, '--wait=true', '--timeout=30m']);
   return seconds;
 }
 
-/** The user's one `kubectl apply` of the contender's N objects into `namespace`, in seconds. */
-function timedApply(stack: StackInfo, contender: Contender, namespace: string, n: number): number {
+/** The objects dealt round the namespaces: object i goes to namespace i mod K. */
+function dealt(contender: Contender, namespaces: string[], n: number): object[] {
+  const k = namespaces.length;
+  return namespaces.flatMap((ns, j) => {
+    const count = Math.floor(n / k) + (j < n % k ? 1 : 0);
+    const first = j * Math.floor(n / k) + Math.min(j, n % k);
+    return contender.objects(ns, count, first);
+  });
+}
+
+/** The user's one `kubectl apply` of the contender's N objects into the namespaces, in seconds. */
+function timedApply(stack: StackInfo, contender: Contender, namespaces: string[], n: number): number {
   const applying = performance.now();
   kubectlRun(
     stack,
     ['apply', '--server-side', '-f', '-'],
-    JSON.stringify({ apiVersion: 'v1', kind: 'List', items: contender.objects(namespace, n) }),
+    JSON.stringify({ apiVersion: 'v1', kind: 'List', items: dealt(contender, namespaces, n) }),
   );
   return round((performance.now() - applying) / 1000);
 }
@@ -407,14 +481,17 @@ export async function runContender(
   const timeoutMs = (options.giveUpSeconds ?? 3600) * 1000;
   const contender = contenders[name];
   contender.install?.(stack);
-  const namespace = `bench-${name}-${randomUUID().slice(0, 6)}`;
+  const id = randomUUID().slice(0, 6);
+  const k = options.namespaces ?? 1;
+  const namespaces = Array.from({ length: k }, (_, j) => `bench-${name}-${id}${k > 1 ? `-${j}` : ''}`);
+  const namespaceOf = (model: string) => namespaces[Number(model.slice(model.lastIndexOf('-') + 1)) % k]!;
   const applyAloneSeconds = contender.start ? applyAlone(stack, contender, n) : undefined;
-  kubectlRun(stack, ['create', 'namespace', namespace]);
-  const process = await contender.start?.(stack, namespace, options, log);
+  for (const ns of namespaces) kubectlRun(stack, ['create', 'namespace', ns]);
+  const process = await contender.start?.(stack, namespaces, options, log);
   const pidOf = (component: string) => stack.processes.find((p) => p.name === component)?.pid;
   const pids = Object.fromEntries(
     Object.entries({
-      ...(process ? { [name]: process.pid } : {}),
+      ...(process?.pids ?? {}),
       'kube-apiserver': pidOf('kube-apiserver'),
       etcd: pidOf('etcd'),
       temporal: pidOf('temporal'),
@@ -426,11 +503,11 @@ export async function runContender(
   const requestsBefore = apiserverRequests(stack);
   const kc = new KubeConfig();
   kc.loadFromFile(stack.kubeconfig);
-  const timeline = new Timeline(kc, namespace, contender.own);
+  const timeline = new Timeline(kc, namespaces, contender.own);
   await timeline.start();
   timeline.begin();
-  const applySeconds = timedApply(stack, contender, namespace, n);
-  log(`${name}: ${n} objects applied in ${namespace}`);
+  const applySeconds = timedApply(stack, contender, namespaces, n);
+  log(`${name}: ${n} objects applied in ${namespaces.join(', ')}`);
   // A contender that cannot keep up is a result too: how far it got, and the run goes on to the next.
   const gaveUp = await until(`${name}: ${n} converged`, () => timeline.done.size >= n, timeoutMs).then(
     () => false,
@@ -447,7 +524,7 @@ export async function runContender(
     ? // Each object's Deployment has the object's name (Foo deploymentName, MachineModel).
       [...timeline.converged].map(([obj, t]) => t - (timeline.available.get(obj) ?? t))
     : [];
-  const counted = name === 'operator' ? await perModel(stack, namespace) : undefined;
+  const counted = name === 'operator' ? await perModel(stack, namespaces) : undefined;
   const result: ContenderResult = {
     models: n,
     convergedSeconds,
@@ -465,26 +542,30 @@ export async function runContender(
     apiserverRequestsByResource: Object.fromEntries(
       Object.entries(difference(requestsAfter.byResource, requestsBefore.byResource)).sort(([, a], [, b]) => b - a),
     ),
-    ...(counted ? { perModel: counted.stats } : {}),
+    ...(counted ? { perModel: counted.stats, signalsPerModel: counted.signals } : {}),
+    ...(name === 'operator' ? { replicas: options.replicas ?? 1, namespaces: k } : {}),
     ...(workflowCache ? { workflowCache } : {}),
   };
-  if (name === 'operator' && lags.length) result.slowest = await slowest(stack, namespace, timeline);
+  if (name === 'operator' && lags.length) result.slowest = await slowest(stack, namespaceOf, timeline);
   if (options.restSeconds)
     result.atRest = await atRest(
       stack,
       pids,
       options.restSeconds,
-      counted && { namespace, events: counted.historyEvents },
+      counted && { namespaces, events: counted.historyEvents },
       log,
     );
   options.onMeasured?.(result);
-  log(`${name}: converged in ${result.convergedSeconds}s; deleting ${namespace}`);
+  log(`${name}: converged in ${result.convergedSeconds}s; deleting ${namespaces.join(', ')}`);
   const deleting = performance.now();
-  kubectlRun(stack, ['delete', 'namespace', namespace, '--wait=false']);
+  kubectlRun(stack, ['delete', 'namespace', ...namespaces, '--wait=false']);
   const since = () => round((performance.now() - deleting) / 1000);
   await until(
-    `${name}: namespace ${namespace} gone`,
-    () => !kubectlRun(stack, ['get', 'namespace', '-o', 'name']).split('\n').includes(`namespace/${namespace}`),
+    `${name}: namespaces ${namespaces.join(', ')} gone`,
+    () => {
+      const left = new Set(kubectlRun(stack, ['get', 'namespace', '-o', 'name']).split('\n'));
+      return namespaces.every((ns) => !left.has(`namespace/${ns}`));
+    },
     timeoutMs,
   );
   const deleteSeconds = since();

@@ -39,21 +39,23 @@ export class Timeline {
 
   constructor(
     private readonly kc: KubeConfig,
-    private readonly namespace: string,
+    /** The run's namespaces; object names are unique across them. */
+    private readonly namespaces: string[],
     private readonly own: { watched: Watched; converged: (o: Obj) => boolean } | undefined,
   ) {}
 
-  private watch(w: Watched, onObject: (o: Obj) => void, onDelete?: (o: Obj) => void): ListWatch<Obj> {
+  private watch(w: Watched, onObject: (o: Obj) => void, onDelete?: (o: Obj) => void): void {
     const api = this.kc.makeApiClient(KubernetesObjectApi);
-    const path = `${w.prefix}/namespaces/${this.namespace}/${w.resource}`;
-    const list = () => api.list(w.apiVersion, w.kind, this.namespace) as never;
-    const lw = new ListWatch<Obj>(path, new Watch(this.kc), list, false);
-    lw.on('add', onObject);
-    lw.on('update', onObject);
-    if (onDelete) lw.on('delete', onDelete);
-    lw.on('error', () => setTimeout(() => void lw.start(), 1_000));
-    this.watches.push(lw);
-    return lw;
+    for (const namespace of this.namespaces) {
+      const path = `${w.prefix}/namespaces/${namespace}/${w.resource}`;
+      const list = () => api.list(w.apiVersion, w.kind, namespace) as never;
+      const lw = new ListWatch<Obj>(path, new Watch(this.kc), list, false);
+      lw.on('add', onObject);
+      lw.on('update', onObject);
+      if (onDelete) lw.on('delete', onDelete);
+      lw.on('error', () => setTimeout(() => void lw.start(), 1_000));
+      this.watches.push(lw);
+    }
   }
 
   /** Milliseconds since the timeline began. */
