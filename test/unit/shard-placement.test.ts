@@ -74,6 +74,21 @@ describe('placing shards', () => {
     await starting;
   });
 
+  it("narrows the informer's scope when shards are lost while their workers were still to start (seen: it kept all four, 8 models cached instead of 4)", async () => {
+    const h = harness();
+    const placement = new ShardPlacement(h.parts, pino({ level: 'silent' }));
+    h.hold();
+    const first = placement.place([0, 1, 2, 3]);
+    await new Promise((resolve) => setImmediate(resolve));
+    // Two of the four go (another replica joined) before their workers started.
+    void placement.place([0, 1]);
+    h.release();
+    await first;
+    await placement.place([0, 1]);
+    expect(placement.held).toEqual([0, 1]);
+    expect(h.steps.filter((s) => s.startsWith('scope')).at(-1)).toBe('scope 0,1');
+  });
+
   it('places again a shard whose worker could not start, when asked again', async () => {
     const h = harness(new Set([1]));
     const placement = new ShardPlacement(h.parts, pino({ level: 'silent' }));
