@@ -9,7 +9,7 @@ import {
   type Component,
 } from '../../tools/local-stack/components.js';
 import { ensureInstalled } from '../../tools/local-stack/install.js';
-import { pidAlive } from '../../tools/local-stack/processes.js';
+import { ComponentFailure, pidAlive } from '../../tools/local-stack/processes.js';
 import { down, up, type StackInfo } from '../../tools/local-stack/stack.js';
 
 declare module 'vitest' {
@@ -36,13 +36,28 @@ async function sweepAbandoned(): Promise<void> {
 }
 
 /**
+ * Free ports are chosen before the servers bind them: another process may take one meanwhile (seen
+ * once: Temporal's HTTP port, "address already in use"). `up` then stops what it started; a second
+ * start chooses other ports.
+ */
+async function upRetryingPortRace(start: () => Promise<StackInfo>): Promise<StackInfo> {
+  try {
+    return await start();
+  } catch (err) {
+    if (!(err instanceof ComponentFailure) || !err.message.includes('address already in use')) throw err;
+    console.error(`the stack lost a port to another process; starting it again: ${err.message.split('\n')[0]}`);
+    return start();
+  }
+}
+
+/**
  * One real stack for the whole run, on free ports, in a directory of its own (so that concurrent
  * runs never share or stop each other's servers), stopped and deleted at the end.
  */
 export default async function setup(project: TestProject) {
   await sweepAbandoned();
   const stateDir = process.env.MMO_TEST_STACK_DIR ?? path.join(cacheRoot, `${prefix}${process.pid}`);
-  const stack = await up({ stateDir, ports: 'auto', fresh: true, objectStore: false });
+  const stack = await upRetryingPortRace(() => up({ stateDir, ports: 'auto', fresh: true, objectStore: false }));
   project.provide('stack', stack);
   const prebuild = prebuildSlowComponents();
   return async () => {
