@@ -294,7 +294,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
         (owned) => placement.place(owned),
         log,
       );
-      sources.shards = { leases, placement, serverSide };
+      sources.shards = { leases, serverSide };
       parts.shards = () => leases.stop();
       leases.start();
       log.info({ shards, leaseNamespace, identity }, 'taking shards through Leases');

@@ -16,7 +16,7 @@ export interface MetricSources {
   /** The worker's Kubernetes reads, by where they were served from. */
   reads?: { cache: number; apiserver: number };
   /** With --shards: the Leases held and taken, the placements applied. */
-  shards?: { leases: { owned: number[]; taken: number }; placement: { moves: number }; serverSide?: boolean };
+  shards?: { leases: { owned: number[]; taken: number }; serverSide?: boolean };
 }
 
 export function createMetrics(sources: MetricSources): Registry {

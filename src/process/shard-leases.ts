@@ -73,9 +73,8 @@ export class ShardLeases {
   private deadlineTimer: NodeJS.Timeout | undefined;
   private wake: (() => void) | undefined;
   private memberRenewedAt = -Infinity;
-  /** Handovers, for the metrics: shards taken and let go since start. */
+  /** Shards taken since start, for the metrics. */
   taken = 0;
-  freed = 0;
 
   constructor(
     kc: KubeConfig,
@@ -267,7 +266,6 @@ export class ShardLeases {
           spec: { ...lease.spec, holderIdentity: undefined, renewTime: undefined, acquireTime: undefined },
         },
       });
-      this.freed++;
     } catch (err) {
       // It expires by itself.
       this.log.info({ lease: name, err: apiMessage(err) }, 'freeing a shard Lease failed; it will expire');

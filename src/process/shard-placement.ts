@@ -34,8 +34,6 @@ export class ShardPlacement {
   /** The informer's scope as last set. */
   private scoped: readonly number[] = [];
   private queued = false;
-  /** Placements applied, for the metrics. */
-  moves = 0;
 
   constructor(
     private readonly parts: PlacementParts,
@@ -94,7 +92,6 @@ export class ShardPlacement {
         // Lost while it started: stopped at once.
         if (!this.wanted.includes(k)) this.stop(k, worker);
       }
-      this.moves++;
       this.log.info({ shards: this.held, lost, gained: started }, 'shards placed');
     } finally {
       this.parts.placed(this.held, started);

@@ -4,7 +4,6 @@
 // its timers add up to the pause once, and no step is taken twice. The replica that ends it counts the
 // rollout in its metrics.
 import { randomUUID } from 'node:crypto';
-import { freePort } from '../../tools/local-stack/processes.js';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import type { RolloutSpec } from '../../src/core/api.js';
 import { shardOf, shardTaskQueue } from '../../src/core/shards.js';
@@ -16,9 +15,10 @@ import { rolloutHistory } from '../support/rollout-history.js';
 import {
   installCrds,
   operatorMetric,
-  startOperatorProcess,
+  shardsHeld,
+  startShardedReplica,
   temporalClient,
-  type OperatorProcess,
+  type ShardedReplica,
 } from '../support/operator-process.js';
 
 const stack = inject('stack');
@@ -26,7 +26,7 @@ const k = kubectlFor(stack);
 const taskQueue = `mmo-${randomUUID()}`;
 let ns: string;
 const shards = 2;
-const operators: { identity: string; metrics: number; process: OperatorProcess }[] = [];
+const operators: ShardedReplica[] = [];
 
 const pauseSeconds = 60;
 const plan: RolloutSpec = { strategy: 'Canary', steps: [{ weight: 50, pause: `${pauseSeconds}s` }] };
@@ -35,25 +35,14 @@ const status = () => k.get('machinemodel', ns, 'durable')?.status;
 beforeAll(async () => {
   installCrds(stack);
   ns = k.createNamespace('rollout-durability');
-  for (const name of ['a', 'b']) {
-    const identity = `rollout-${name}-${randomUUID().slice(0, 6)}`;
-    const metrics = await freePort();
-    const env = {
-      MMO_NAMESPACES: ns,
-      MMO_TASK_QUEUE: taskQueue,
-      MMO_SHARDS: String(shards),
-      MMO_LEASE_NAMESPACE: 'machinemodel-system',
-      MMO_IDENTITY: identity,
-      MMO_METRICS_PORT: String(metrics),
-    };
-    operators.push({ identity, metrics, process: startOperatorProcess(stack, env, `rollout-${name}`) });
-  }
+  for (const name of ['a', 'b'])
+    operators.push(
+      await startShardedReplica(stack, shards, `rollout-${name}`, { MMO_NAMESPACES: ns, MMO_TASK_QUEUE: taskQueue }),
+    );
   await eventually(
     'each replica holding a shard',
     async () => {
-      const held = await Promise.all(
-        operators.map((o) => operatorMetric(o.metrics, 'machinemodel_operator_shards_held').catch(() => NaN)),
-      );
+      const held = await Promise.all(operators.map(shardsHeld));
       return held.every((n) => n === 1) ? true : undefined;
     },
     60_000,

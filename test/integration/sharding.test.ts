@@ -12,7 +12,6 @@ import { defaultPayloadConverter, type Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { workflowIdFor } from '../../src/core/api.js';
 import { shardOf, shardTaskQueue } from '../../src/core/shards.js';
-import { freePort } from '../../tools/local-stack/processes.js';
 import { down, up, type StackInfo } from '../../tools/local-stack/stack.js';
 import { kubectlFor } from '../support/cluster.js';
 import { eventually } from '../support/eventually.js';
@@ -20,9 +19,10 @@ import { machineModel } from '../support/models.js';
 import {
   installCrds,
   operatorMetric,
-  startOperatorProcess,
+  shardsHeld,
+  startShardedReplica,
   temporalClient,
-  type OperatorProcess,
+  type ShardedReplica,
 } from '../support/operator-process.js';
 
 const shards = 4;
@@ -56,23 +56,14 @@ function scenario(gate: 'on' | 'off', getStack: () => Promise<{ stack: StackInfo
     let client: Client;
     /** Namespaces covering every shard, two in each. */
     const namespaces: string[] = [];
-    const replicas: { name: string; port: number; process: OperatorProcess }[] = [];
+    const replicas: (ShardedReplica & { name: string })[] = [];
 
     async function startReplica(name: string): Promise<void> {
-      const port = await freePort();
-      const process = startOperatorProcess(
-        stack,
-        {
-          MMO_SHARDS: String(shards),
-          MMO_TASK_QUEUE: taskQueue,
-          MMO_NAMESPACES: namespaces.join(','),
-          MMO_IDENTITY: `${name}-${randomUUID().slice(0, 6)}`,
-          MMO_LEASE_NAMESPACE: 'machinemodel-system',
-          MMO_METRICS_PORT: String(port),
-        },
-        `shards-${gate}-${name}`,
-      );
-      replicas.push({ name, port, process });
+      const replica = await startShardedReplica(stack, shards, `shards-${gate}-${name}`, {
+        MMO_TASK_QUEUE: taskQueue,
+        MMO_NAMESPACES: namespaces.join(','),
+      });
+      replicas.push({ ...replica, name });
     }
 
     const metric = (port: number, series: string) => operatorMetric(port, series).catch(() => NaN);
@@ -128,14 +119,14 @@ function scenario(gate: 'on' | 'off', getStack: () => Promise<{ stack: StackInfo
       const held = await eventually(
         'each replica holding half the shards',
         async () => {
-          const counts = await Promise.all(replicas.map((r) => metric(r.port, 'machinemodel_operator_shards_held')));
+          const counts = await Promise.all(replicas.map(shardsHeld));
           return counts.every((c) => c === shards / 2) ? counts : undefined;
         },
         60_000,
       );
       expect(held).toEqual([2, 2]);
       for (const r of replicas)
-        expect(await metric(r.port, 'machinemodel_operator_shards_server_side')).toBe(gate === 'on' ? 1 : 0);
+        expect(await metric(r.metrics, 'machinemodel_operator_shards_server_side')).toBe(gate === 'on' ? 1 : 0);
       k.apply(namespaces.map((ns) => machineModel(ns, 'm')));
       for (const ns of namespaces) await eventually(`${ns}/m Ready`, () => readyAt(ns, 'm', 1), 120_000);
 
@@ -145,7 +136,7 @@ function scenario(gate: 'on' | 'off', getStack: () => Promise<{ stack: StackInfo
       }
       // Two shards each, two namespaces a shard, one model a namespace: four models in each cache.
       for (const r of replicas) {
-        const cached = await metric(r.port, 'machinemodel_operator_informer_cached_objects{kind="MachineModel"}');
+        const cached = await metric(r.metrics, 'machinemodel_operator_informer_cached_objects{kind="MachineModel"}');
         expect(cached, r.name).toBe(4);
       }
 
@@ -176,7 +167,7 @@ function scenario(gate: 'on' | 'off', getStack: () => Promise<{ stack: StackInfo
       const killedAt = Date.now();
       await eventually(
         'the survivor holding every shard',
-        async () => ((await metric(a.port, 'machinemodel_operator_shards_held')) === shards ? true : undefined),
+        async () => ((await shardsHeld(a)) === shards ? true : undefined),
         60_000,
       );
       console.log(
@@ -189,7 +180,7 @@ function scenario(gate: 'on' | 'off', getStack: () => Promise<{ stack: StackInfo
         const generation = k.get('machinemodel', ns, 'm').metadata.generation as number;
         await eventually(`${ns}/m reconciled by the survivor`, () => readyAt(ns, 'm', generation), 90_000);
       }
-      expect(await metric(a.port, 'machinemodel_operator_informer_cached_objects{kind="MachineModel"}')).toBe(8);
+      expect(await metric(a.metrics, 'machinemodel_operator_informer_cached_objects{kind="MachineModel"}')).toBe(8);
     }, 300_000);
   });
 }

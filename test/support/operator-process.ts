@@ -1,10 +1,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { createWriteStream, mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import { writeServiceAccountKubeconfig } from '../../tools/local-stack/kubeconfig.js';
+import { freePort } from '../../tools/local-stack/processes.js';
 import { kubectlRun, type StackInfo } from '../../tools/local-stack/stack.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -129,4 +131,42 @@ export function operatorLog(operator: OperatorProcess): { level: number; msg: st
         return { level: 50, msg: line };
       }
     });
+}
+
+export interface ShardedReplica {
+  identity: string;
+  /** Its /metrics port. */
+  metrics: number;
+  process: OperatorProcess;
+}
+
+/**
+ * One replica of a sharded operator (--shards, Leases in machinemodel-system, as installed), as its
+ * ServiceAccount, with a unique identity and its metrics served; `env` adds the queue, namespaces, ….
+ */
+export async function startShardedReplica(
+  stack: StackInfo,
+  shards: number,
+  name: string,
+  env: Record<string, string>,
+): Promise<ShardedReplica> {
+  const identity = `${name}-${randomUUID().slice(0, 6)}`;
+  const metrics = await freePort();
+  const process = startOperatorProcess(
+    stack,
+    {
+      ...env,
+      MMO_SHARDS: String(shards),
+      MMO_LEASE_NAMESPACE: 'machinemodel-system',
+      MMO_IDENTITY: identity,
+      MMO_METRICS_PORT: String(metrics),
+    },
+    name,
+  );
+  return { identity, metrics, process };
+}
+
+/** How many shards a replica holds, as its metrics say; NaN while it does not answer. */
+export function shardsHeld(replica: ShardedReplica): Promise<number> {
+  return operatorMetric(replica.metrics, 'machinemodel_operator_shards_held').catch(() => NaN);
 }

@@ -133,6 +133,10 @@ const stepArb: fc.Arbitrary<Step> = fc.oneof(
   { weight: 1, arbitrary: fc.constant<Step>({ kind: 'join' }) },
 );
 
+/** 1 to 3 replicas to begin with, and up to `maxLength` steps (fast-check's default size makes about 4). */
+const interleavings = (maxLength: number) =>
+  [fc.integer({ min: 1, max: 3 }), fc.array(stepArb, { maxLength, size: 'max' })] as const;
+
 function play(replicas: number, steps: Step[]): World {
   const world = new World();
   for (let i = 0; i < replicas; i++) world.join();
@@ -168,31 +172,23 @@ describe('shards taken through Leases', () => {
 
   it('never lets two replicas work on one shard, whatever the interleaving of reads, writes, stalls, crashes and joins', () => {
     fc.assert(
-      fc.property(
-        fc.integer({ min: 1, max: 3 }),
-        fc.array(stepArb, { maxLength: 150, size: 'max' }),
-        (replicas, steps) => {
-          play(replicas, steps);
-        },
-      ),
+      fc.property(...interleavings(150), (replicas, steps) => {
+        play(replicas, steps);
+      }),
       { numRuns: 400 },
     );
   });
 
   it('once the faults stop, gives every shard one worker and every live replica its share', () => {
     fc.assert(
-      fc.property(
-        fc.integer({ min: 1, max: 3 }),
-        fc.array(stepArb, { maxLength: 100, size: 'max' }),
-        (replicas, steps) => {
-          expectSettled(play(replicas, steps));
-        },
-      ),
+      fc.property(...interleavings(100), (replicas, steps) => {
+        expectSettled(play(replicas, steps));
+      }),
       { numRuns: 200 },
     );
   });
 
-  it("hands a dead replica's shards over within 20 s (its Leases expire after 12 s unseen to change)", () => {
+  it("hands a dead replica's shards over within 20 s (its Leases expire after 15 s unseen to change)", () => {
     const world = play(2, []);
     world.settle(30_000);
     const [a, b] = world.replicas as [Replica, Replica];
@@ -209,7 +205,7 @@ describe('shards taken through Leases', () => {
     const [a] = world.replicas as [Replica];
     world.join();
     const b = world.replicas[1]!;
-    // a stalls: b sees a's Leases unchanged for 12 s and takes them; a's deadline (8 s) came first.
+    // a stalls: b sees a's Leases unchanged for 15 s and takes them; a's deadline (8 s) came first.
     for (let t = 0; t < 20; t++) {
       world.now += 1_000;
       world.read(b);
