@@ -10,5 +10,5 @@ const stack = await withPostgresTemporal(inject('stack'));
 
 describe('on Temporal Server with PostgreSQL', () => {
   describe('lifecycle', () => operatorLifecycle(stack, { againstAnotherTemporal: true }));
-  describe('outage', () => temporalOutage(stack));
+  describe('outage', () => temporalOutage(stack, { againstAnotherTemporal: true }));
 });
