@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { randomInt } from 'node:crypto';
 import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -114,16 +115,45 @@ export class ComponentFailure extends Error {
   }
 }
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/**
+ * The ports the kernel gives outgoing connections. A free port chosen in that range (as listening on
+ * port 0 chooses) can be taken by some connection's local end before its server binds it: seen twice,
+ * "address already in use" from Temporal and from kwok.
+ */
+function ephemeralPorts(): { low: number; high: number } {
+  try {
+    const [low, high] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
+    if (Number.isInteger(low) && Number.isInteger(high)) return { low: low!, high: high! };
+  } catch {
+    // Not Linux: the IANA range, which macOS uses.
+  }
+  return { low: 49152, high: 65535 };
+}
+
+/** Ports this process handed out; their servers may not have bound them yet. */
+const handedOut = new Set<number>();
+
+function bindable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const srv = net.createServer();
     srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      srv.close(() => (typeof addr === 'object' && addr ? resolve(addr.port) : reject(new Error('no port'))));
-    });
+    srv.once('error', () => resolve(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
   });
+}
+
+/** A loopback port nothing listens on, outside the ephemeral range so no connection takes it meanwhile. */
+export async function freePort(): Promise<number> {
+  const { low, high } = ephemeralPorts();
+  // Above the stack's fixed ports (the highest is etcd's peer port, 23800).
+  const [from, to] = low > 25_000 ? [24_000, low - 1] : [high + 1, 65_535];
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const port = randomInt(from, to + 1);
+    if (handedOut.has(port) || !(await bindable(port))) continue;
+    handedOut.add(port);
+    return port;
+  }
+  throw new Error(`no free port in ${from}-${to}`);
 }
 
 export async function portInUse(port: number): Promise<boolean> {
