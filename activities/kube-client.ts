@@ -10,6 +10,7 @@ import {
   type V1Pod,
 } from '@kubernetes/client-node';
 import { apiClient } from '../src/process/kube-api.js';
+import { activityCancellation } from './cancellation.js';
 import { apiStatus } from '../src/process/kube-errors.js';
 import { fieldManager, group, plural, version, type MachineModel, type MachineModelStatus } from '../src/core/api.js';
 import { selectorLabels, selectorString } from '../src/core/desired-state.js';
@@ -53,9 +54,10 @@ export class KubeClient {
 
   constructor(readonly config: KubeConfig) {
     // Objects always carry their namespace here, so the kubeconfig's default namespace is not needed.
-    this.objects = apiClient(config, KubernetesObjectApi);
-    this.custom = apiClient(config, CustomObjectsApi);
-    this.core = apiClient(config, CoreV1Api);
+    const options = { callerSignal: activityCancellation };
+    this.objects = apiClient(config, KubernetesObjectApi, options);
+    this.custom = apiClient(config, CustomObjectsApi, options);
+    this.core = apiClient(config, CoreV1Api, options);
   }
 
   /** From now on, reads try the informer's cache first. */

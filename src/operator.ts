@@ -290,7 +290,14 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
       );
       const leases = new ShardLeases(
         kc,
-        { namespace: leaseNamespace, identity, count: shards, prefix: leasePrefixFor(base) },
+        {
+          namespace: leaseNamespace,
+          identity,
+          count: shards,
+          prefix: leasePrefixFor(base),
+          // Two probes missed (every 5 s): not one slow answer. Its shards' models would wait here.
+          serving: () => temporal.downForMs() < 10_000,
+        },
         (owned) => placement.place(owned),
         log,
       );

@@ -17,6 +17,7 @@ import {
   type RouteSpec,
 } from '../../src/core/route-rules.js';
 import type { TrafficSample } from '../../src/core/rollout.js';
+import { activityCancellation } from '../cancellation.js';
 import { serverTraffic } from './caddy-metrics.js';
 import { GatewayUnavailable, type GatewayDriver } from './driver.js';
 import { request, type HttpResult } from './http.js';
@@ -180,9 +181,12 @@ export class CaddyDriver implements GatewayDriver {
 
   /** One admin API request, one at a time; unreachable is GatewayUnavailable. */
   private async send(method: string, path: string, body?: unknown): Promise<HttpResult> {
+    const signal = activityCancellation();
     try {
-      return await this.admin.runExclusive(() => request(method, `${this.opts.adminURL}${path}`, body));
+      return await this.admin.runExclusive(() => request(method, `${this.opts.adminURL}${path}`, body, { signal }));
     } catch (err) {
+      // The activity's cancellation, not the gateway's fault.
+      if (signal?.aborted) throw signal.reason;
       const code = (err as NodeJS.ErrnoException).code ?? (err instanceof Error ? err.message : String(err));
       throw new GatewayUnavailable(`Caddy admin API at ${this.opts.adminURL} is unreachable: ${code}`);
     }

@@ -8,8 +8,15 @@ export interface HttpResult {
   body: string;
 }
 
-export function request(method: string, url: string, body?: unknown, timeoutMs = 10_000): Promise<HttpResult> {
+/** `signal` ends the request early (an activity's cancellation); one already ended sends nothing. */
+export function request(
+  method: string,
+  url: string,
+  body?: unknown,
+  { timeoutMs = 10_000, signal }: { timeoutMs?: number; signal?: AbortSignal } = {},
+): Promise<HttpResult> {
   return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
     const payload = body === undefined ? undefined : JSON.stringify(body);
     const client = url.startsWith('https:') ? https : http;
     const req = client.request(
@@ -23,6 +30,7 @@ export function request(method: string, url: string, body?: unknown, timeoutMs =
         // A fresh connection each time: Caddy closes idle admin connections, and reusing one it just
         // closed fails with "socket hang up".
         agent: false,
+        signal,
       },
       (res) => {
         const chunks: Buffer[] = [];

@@ -43,6 +43,11 @@ export interface AssignmentInput {
   members: readonly string[];
   /** The shards this replica holds, with when it last asked to take or renew each. */
   held: ReadonlyMap<number, number>;
+  /**
+   * Whether this replica can work on shards now (it reaches Temporal). One that cannot leaves the
+   * membership, and gives its shards up when another member can take them.
+   */
+  serving: boolean;
   timing: AssignmentTiming;
 }
 
@@ -100,7 +105,9 @@ export function decideAssignment(input: AssignmentInput): AssignmentDecision {
     if (!isStillHeld(askedAt, now, timing) || (holder !== undefined && holder !== me)) lost.push(k);
     else kept.push(k);
   }
-  const share = shareOf(me, input.members, count);
+  const others = input.members.filter((m) => m !== me);
+  // Not serving, it holds on only when no member can do better.
+  const share = !input.serving && others.length > 0 ? 0 : shareOf(me, others, count);
   const order = byPreference(me);
   kept.sort(order);
   const release = kept.splice(share).sort((a, b) => a - b);

@@ -249,7 +249,7 @@ class Source {
     const namespaced = spec.kind !== 'Namespace';
     const keeps = (o: KubernetesObject) => scope.keeps((namespaced ? o.metadata?.namespace : o.metadata?.name) ?? '');
     const selector = namespaced ? scope.selector : '';
-    const api = apiClient(kc, KubernetesObjectApi, undefined, selector ? { shardSelector: selector } : {});
+    const api = apiClient(kc, KubernetesObjectApi, { query: selector ? { shardSelector: selector } : {} });
     const collection = `${spec.prefix}${namespace ? `/namespaces/${namespace}` : ''}/${spec.resource}`;
     const watchPath = `${collection}?timeoutSeconds=${opts.watchTimeoutSeconds}&allowWatchBookmarks=true`;
     const { labelSelector, fieldSelector } = spec;

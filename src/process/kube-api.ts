@@ -79,16 +79,28 @@ async function send(ctx: RequestContext): Promise<ResponseContext> {
   return new ResponseContext(res.statusCode, headers, new SelfDecodingBody(Promise.resolve(body)));
 }
 
-function withDeadline(pool: Connections, timeoutMs: number, query: Record<string, string>): HttpLibrary {
+/** What else may end a request before its deadline: for an activity's, the activity's cancellation. */
+export type CallerSignal = () => AbortSignal | undefined;
+
+function withDeadline(
+  pool: Connections,
+  timeoutMs: number,
+  query: Record<string, string>,
+  callerSignal: CallerSignal,
+): HttpLibrary {
   return wrapHttpLibrary({
     async send(ctx) {
       for (const [name, value] of Object.entries(query)) ctx.setQueryParam(name, value);
       const deadline = AbortSignal.timeout(timeoutMs);
-      ctx.setSignal(deadline);
+      const caller = callerSignal();
+      // Already ended: refused before anything is sent.
+      caller?.throwIfAborted();
+      ctx.setSignal(caller ? AbortSignal.any([deadline, caller]) : deadline);
       try {
         return await send(ctx);
       } catch (err) {
         if (deadline.aborted) pool.drop();
+        if (caller?.aborted) throw caller.reason;
         throw err;
       }
     },
@@ -105,19 +117,27 @@ function serverOf(kc: KubeConfig): string {
   return cluster.server;
 }
 
-/** A generated client; `query` is added to each of its requests (a list's shardSelector). */
+export interface ClientOptions {
+  timeoutMs?: number;
+  query?: Record<string, string>;
+  callerSignal?: CallerSignal;
+}
+
+/**
+ * A generated client; `query` is added to each of its requests (a list's shardSelector), and
+ * `callerSignal` is asked at each request for a signal that ends it early.
+ */
 export function apiClient<T>(
   kc: KubeConfig,
   type: new (config: Configuration) => T,
-  timeoutMs = requestTimeoutMs,
-  query: Record<string, string> = {},
+  { timeoutMs = requestTimeoutMs, query = {}, callerSignal = () => undefined }: ClientOptions = {},
 ): T {
   const pool = poolOf(kc);
   return new type(
     createConfiguration({
       baseServer: new ServerConfiguration(serverOf(kc), {}),
       authMethods: { default: pool.auth },
-      httpApi: withDeadline(pool, timeoutMs, query),
+      httpApi: withDeadline(pool, timeoutMs, query, callerSignal),
     }),
   );
 }

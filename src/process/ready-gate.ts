@@ -46,6 +46,11 @@ export class Reachability {
     this.gate.ready(this.part);
   }
 
+  /** How long it has not answered: 0 while it answers (or was not contacted yet). */
+  downForMs(): number {
+    return this.state === 'down' ? Date.now() - this.downSince : 0;
+  }
+
   down(reason: string): void {
     if (this.state !== 'down') {
       this.downSince = Date.now();

@@ -28,6 +28,8 @@ export interface ShardLeaseOptions {
   prefix: string;
   timing?: AssignmentTiming;
   tickMs?: number;
+  /** Whether this replica can work on shards (it reaches Temporal); always, if not given. */
+  serving?: () => boolean;
 }
 
 const partOf = 'app.kubernetes.io/part-of';
@@ -73,6 +75,7 @@ export class ShardLeases {
   private deadlineTimer: NodeJS.Timeout | undefined;
   private wake: (() => void) | undefined;
   private memberRenewedAt = -Infinity;
+  private serving = true;
   /** Shards taken since start, for the metrics. */
   taken = 0;
 
@@ -82,7 +85,7 @@ export class ShardLeases {
     private readonly place: (owned: number[]) => Promise<void>,
     private readonly log: Logger,
   ) {
-    this.api = apiClient(kc, CoordinationV1Api, 5_000);
+    this.api = apiClient(kc, CoordinationV1Api, { timeoutMs: 5_000 });
     this.timing = opts.timing ?? defaultAssignmentTiming;
     this.tickMs = opts.tickMs ?? 1_000;
   }
@@ -157,6 +160,12 @@ export class ShardLeases {
       // A replica gone long ago (each process has its own identity): its Lease would stay forever.
       else if (now - seen.observedAt > 10 * this.timing.durationMs) void this.remove(lease);
     }
+    const serving = this.opts.serving?.() ?? true;
+    if (serving !== this.serving) {
+      this.serving = serving;
+      if (serving) this.log.info('serving again: back in the shard membership');
+      else this.log.warn('cannot work on shards (Temporal does not answer): left the membership for another replica');
+    }
     const decision = decideAssignment({
       me: this.opts.identity,
       now,
@@ -164,6 +173,7 @@ export class ShardLeases {
       shards,
       members,
       held: this.held,
+      serving,
       timing: this.timing,
     });
     if (this.stopped) return;
@@ -173,10 +183,16 @@ export class ShardLeases {
     const placed = dropped.length ? this.place(this.owned) : Promise.resolve();
     // Freed only once nothing here works on them any more; the tick goes on meanwhile.
     for (const k of decision.release) void placed.then(() => this.free(k));
-    const memberDue = now - this.memberRenewedAt >= this.timing.renewEveryMs;
+    const memberDue = serving && now - this.memberRenewedAt >= this.timing.renewEveryMs;
+    const member = byName.get(this.memberLease);
+    // Out of the membership at once, so the others count this replica's share as theirs.
+    if (!serving && member?.spec?.holderIdentity) {
+      this.memberRenewedAt = -Infinity;
+      void this.remove(member);
+    }
     const writes = [
       memberDue
-        ? this.write(this.memberLease, byName.get(this.memberLease)).then((ok) => {
+        ? this.write(this.memberLease, member).then((ok) => {
             if (ok) this.memberRenewedAt = now;
           })
         : undefined,

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { CancelledFailure } from '@temporalio/activity';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { KubeConfig } from '@kubernetes/client-node';
@@ -15,6 +16,7 @@ import { addTraffic, revisionName } from '../../src/core/rollout.js';
 import { delegatedPrefixesAnnotation, routeId, type RouteSpec } from '../../src/core/route-rules.js';
 import { conditionOf, kubectlFor } from '../support/cluster.js';
 import { eventually } from '../support/eventually.js';
+import { FaultyProxy } from '../support/faulty-proxy.js';
 import { CaddyProcess } from '../support/caddy-under-test.js';
 import { machineModel } from '../support/models.js';
 import {
@@ -465,6 +467,43 @@ describe("a canary's share of the requests, counted on Caddy", () => {
 });
 
 describe('bad gateway configuration', () => {
+  // A shard's worker that stops cancels its activities, and the shard's next owner may publish at once:
+  // an admin request still waiting on its 10 s deadline would be a second writer.
+  it("ends an activity's admin request when the activity is cancelled, and sends none after", async () => {
+    const admin = new URL(caddy.adminURL);
+    const proxy = await FaultyProxy.start({ host: admin.hostname, port: Number(admin.port) });
+    const driver = new CaddyDriver({
+      adminURL: `http://127.0.0.1:${proxy.port}`,
+      server: 'machinemodels',
+      listen: caddy.operatorEnv.MMO_CADDY_LISTEN!,
+      publicURL: caddy.publicURL,
+    });
+    try {
+      await driver.list();
+      proxy.silence();
+      const env = new MockActivityEnvironment();
+      const outcomes: unknown[] = [];
+      let connectionsAfter: number | undefined;
+      await env
+        .run(async () => {
+          const pending = driver.list().catch((err: unknown) => err);
+          env.cancel('WORKER_SHUTDOWN');
+          outcomes.push(await pending);
+          proxy.heal();
+          const accepted = proxy.accepted;
+          outcomes.push(await driver.list().catch((err: unknown) => err));
+          connectionsAfter = proxy.accepted - accepted;
+        })
+        .catch(() => undefined);
+      expect(outcomes).toHaveLength(2);
+      // The second was refused before it was sent, although the network was back.
+      expect(connectionsAfter).toBe(0);
+      for (const outcome of outcomes) expect(outcome).toBeInstanceOf(CancelledFailure);
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it('says so in a condition when the admin API is unreachable, and the model still serves', async () => {
     const ns2 = k.createNamespace('caddy-down');
     const closed = await freePort();

@@ -2,6 +2,8 @@
 // connection for every request, which cost the operator most of its CPU under load. A kept
 // connection can die without a close; one missed deadline must be the whole cost of that.
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { CancelledFailure } from '@temporalio/activity';
+import { MockActivityEnvironment } from '@temporalio/testing';
 import { afterEach, expect, inject, it } from 'vitest';
 import { KubeClient } from '../../activities/kube-client.js';
 import { apiClient } from '../../src/process/kube-api.js';
@@ -36,7 +38,7 @@ it('sends many requests over few connections', async () => {
 });
 
 it('after a request on a connection that went silent misses its deadline, the next one gets a new connection', async () => {
-  const api = apiClient(await kubeconfigViaProxy(), CoreV1Api, 1_000);
+  const api = apiClient(await kubeconfigViaProxy(), CoreV1Api, { timeoutMs: 1_000 });
   await api.readNamespace({ name: 'default' });
   proxy!.silence();
   await expect(api.readNamespace({ name: 'default' })).rejects.toThrow();
@@ -44,3 +46,29 @@ it('after a request on a connection that went silent misses its deadline, the ne
   // The kept connection is still dead: reusing it would miss this deadline too.
   expect((await api.readNamespace({ name: 'default' })).metadata?.name).toBe('default');
 });
+
+// A shard's worker that stops (its replica gave the shard up) cancels its activities; the next owner
+// may write the same objects as soon as the worker is down. A request still waiting on its 15 s
+// deadline could land after the new owner's write (seen in review: two writers for up to 9 s).
+it("ends an activity's requests when the activity is cancelled, and sends none after", async () => {
+  const kube = new KubeClient(await kubeconfigViaProxy());
+  await kube.read('v1', 'Namespace', '', 'default');
+  proxy!.silence();
+  const env = new MockActivityEnvironment();
+  const outcomes: unknown[] = [];
+  let connectionsAfter: number | undefined;
+  const activity = env.run(async () => {
+    const pending = kube.read('v1', 'Namespace', '', 'kube-system').catch((err: unknown) => err);
+    env.cancel('WORKER_SHUTDOWN');
+    outcomes.push(await pending);
+    proxy!.heal();
+    const accepted = proxy!.accepted;
+    outcomes.push(await kube.read('v1', 'Namespace', '', 'default').catch((err: unknown) => err));
+    connectionsAfter = proxy!.accepted - accepted;
+  });
+  await activity.catch(() => undefined);
+  expect(outcomes).toHaveLength(2);
+  // The second was refused before it was sent, although the network was back.
+  expect(connectionsAfter).toBe(0);
+  for (const outcome of outcomes) expect(outcome).toBeInstanceOf(CancelledFailure);
+}, 30_000);

@@ -28,6 +28,8 @@ interface Replica {
   seen: Map<string, { version: number; at: number }>;
   /** Shards it works on, with when it last asked to take or renew each. */
   held: Map<number, number>;
+  /** Reaches Temporal: one that does not leaves the membership. */
+  serving: boolean;
   /** A decision read but not yet written: its writes compare against the versions read then. */
   pending?: { at: number; read: Map<string, number>; decision: AssignmentDecision };
 }
@@ -39,7 +41,7 @@ class World {
   private nextId = 0;
 
   join(): void {
-    this.replicas.push({ id: `r${this.nextId++}`, alive: true, seen: new Map(), held: new Map() });
+    this.replicas.push({ id: `r${this.nextId++}`, alive: true, seen: new Map(), held: new Map(), serving: true });
   }
 
   private observe(r: Replica, name: string): ObservedLease | undefined {
@@ -64,7 +66,16 @@ class World {
       const member = this.observe(r, `member-${other.id}`);
       if (member?.holder && this.now - member.observedAt <= timing.durationMs) members.push(member.holder);
     }
-    const decision = decideAssignment({ me: r.id, now: this.now, count, shards, members, held: r.held, timing });
+    const decision = decideAssignment({
+      me: r.id,
+      now: this.now,
+      count,
+      shards,
+      members,
+      held: r.held,
+      serving: r.serving,
+      timing,
+    });
     for (const k of [...decision.lost, ...decision.release]) r.held.delete(k);
     r.pending = { at: this.now, read, decision };
   }
@@ -82,7 +93,8 @@ class World {
     if (!pending) return;
     r.pending = undefined;
     const member = `member-${r.id}`;
-    this.cas(member, this.leases.get(member)?.version ?? 0, r.id);
+    // Renewed while serving; else left (as ShardLeases deletes its Lease).
+    this.cas(member, this.leases.get(member)?.version ?? 0, r.serving ? r.id : undefined);
     const { decision, read, at } = pending;
     for (const k of decision.release) this.cas(`shard-${k}`, read.get(`shard-${k}`)!, undefined);
     for (const k of [...decision.renew, ...decision.acquire]) {
@@ -119,6 +131,7 @@ type Step =
   | { kind: 'read' | 'write'; who: number }
   | { kind: 'advance'; ms: number }
   | { kind: 'crash'; who: number }
+  | { kind: 'cut' | 'heal'; who: number }
   | { kind: 'join' };
 
 const stepArb: fc.Arbitrary<Step> = fc.oneof(
@@ -130,6 +143,9 @@ const stepArb: fc.Arbitrary<Step> = fc.oneof(
     arbitrary: fc.constantFrom(300, 1_000, 2_000, 4_000, 9_000, 13_000).map((ms): Step => ({ kind: 'advance', ms })),
   },
   { weight: 1, arbitrary: fc.nat(4).map((who): Step => ({ kind: 'crash', who })) },
+  // Temporal out of reach of one replica, and back.
+  { weight: 1, arbitrary: fc.nat(4).map((who): Step => ({ kind: 'cut', who })) },
+  { weight: 1, arbitrary: fc.nat(4).map((who): Step => ({ kind: 'heal', who })) },
   { weight: 1, arbitrary: fc.constant<Step>({ kind: 'join' }) },
 );
 
@@ -148,6 +164,7 @@ function play(replicas: number, steps: Step[]): World {
       const r = alive[step.who % alive.length]!;
       if (step.kind === 'read') world.read(r);
       else if (step.kind === 'write') world.write(r);
+      else if (step.kind === 'cut' || step.kind === 'heal') r.serving = step.kind === 'heal';
       else if (alive.length > 1) r.alive = false;
     }
     world.checkOneWorkerPerShard();
@@ -156,6 +173,7 @@ function play(replicas: number, steps: Step[]): World {
 }
 
 function expectSettled(world: World): void {
+  for (const r of world.replicas) r.serving = true;
   world.settle(3 * timing.durationMs);
   const alive = world.replicas.filter((r) => r.alive);
   const owners = alive.flatMap((r) => world.working(r));
@@ -218,5 +236,34 @@ describe('shards taken through Leases', () => {
     world.settle(3 * timing.durationMs);
     expect(world.working(a)).toHaveLength(4);
     expect(world.working(b)).toHaveLength(4);
+  });
+
+  it('a replica that cannot reach Temporal hands its shards to one that can, without waiting for them to expire', () => {
+    const world = play(2, []);
+    world.settle(30_000);
+    const [a, b] = world.replicas as [Replica, Replica];
+    a.serving = false;
+    const cutAt = world.now;
+    while (world.working(b).length < count) world.settle(1_000);
+    expect(world.working(a)).toEqual([]);
+    // Released and taken in the next ticks, not after a Lease's 15 s.
+    expect(world.now - cutAt).toBeLessThanOrEqual(3_000);
+    a.serving = true;
+    world.settle(3 * timing.durationMs);
+    expect(world.working(a)).toHaveLength(4);
+  });
+
+  it('keeps its shards while no member can do better: alone, or every replica cut off from Temporal', () => {
+    const world = play(2, []);
+    world.settle(30_000);
+    for (const r of world.replicas) r.serving = false;
+    world.settle(3 * timing.durationMs);
+    // The first to notice may give its shards to the other before that one notices too.
+    const worked = world.replicas.flatMap((r) => world.working(r)).sort((x, y) => x - y);
+    expect(worked).toEqual([...Array(count).keys()]);
+    const [a] = world.replicas as [Replica];
+    world.replicas[1]!.alive = false;
+    world.settle(3 * timing.durationMs);
+    expect(world.working(a)).toHaveLength(count);
   });
 });
