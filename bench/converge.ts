@@ -3,6 +3,7 @@
 // with its chart (.png) and prints a table with the operator's ratios to the others.
 // Usage: npm run bench:converge -- --models 1000 [--rest 600] [--temporal dev|postgres] [--only floor,peer,operator]
 //        [--give-up minutes] [--profile dir] [--label word] [--namespaces K] [--replicas R [--shards S]]
+//        [--delete-stopped]
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -58,6 +59,7 @@ const cmd = new Command('bench:converge')
       "the operator's --shards (default: 4 with several replicas, as installed; else 0)",
     ).argParser(wholeNumber('--shards', 0)),
   )
+  .addOption(new Option('--delete-stopped', 'stop each controller before deleting its namespaces'))
   .addOption(new Option('--label <word>', 'added to the results file name, so runs of one day keep apart'))
   .addOption(
     new Option('--rest <seconds>', 'after convergence, leave each contender alone this long and measure the cost')
@@ -69,7 +71,8 @@ const cmd = new Command('bench:converge')
       .default(0),
   )
   .parse();
-const { models, only, profile, label, rest, temporal, giveUp, namespaces, replicas, shards } = cmd.opts<{
+const { models, only, profile, label, rest, temporal, giveUp, namespaces, replicas, shards, deleteStopped } = cmd.opts<{
+  deleteStopped?: boolean;
   namespaces: number;
   replicas: number;
   shards?: number;
@@ -124,7 +127,12 @@ function table(results: Partial<Record<ContenderName, ContenderResult>>): string
       },
     ],
     ['apiserver requests', (r) => Object.values(r.apiserverRequests).reduce((a, b) => a + b, 0)],
-    ['delete namespace (s)', (r) => r.deleteSeconds],
+    [
+      'objects in the namespaces at deletion',
+      (r) => r.objectsAtDeletion && Object.values(r.objectsAtDeletion).reduce((a, b) => a + b, 0),
+    ],
+    ['delete namespace (s)', (r) => (r.deletedStopped ? undefined : r.deleteSeconds)],
+    ['delete namespace, the controller stopped first (s)', (r) => (r.deletedStopped ? r.deleteSeconds : undefined)],
     ['  of which until its own objects were gone (s)', (r) => r.ownObjectsGoneSeconds],
     ['history events per model (p50)', (r) => r.perModel?.historyEvents.p50],
     ['workflow tasks per model (p50)', (r) => r.perModel?.workflowTasks.p50],
@@ -201,6 +209,7 @@ async function main(): Promise<void> {
         namespaces,
         replicas,
         shards: shards ?? (replicas > 1 ? 4 : 0),
+        deleteStopped,
         onMeasured: (result) => {
           results[name] = result;
           save();

@@ -58,6 +58,10 @@ export interface ContenderResult {
   deleteSeconds?: number;
   /** kubectl delete namespace → the last of the contender's own objects (Foos, MachineModels) is gone. */
   ownObjectsGoneSeconds?: number;
+  /** Whether the controller was stopped before the namespaces were deleted (RunOptions.deleteStopped). */
+  deletedStopped?: boolean;
+  /** The objects in the contender's namespaces as their deletion starts, by resource: what it must delete. */
+  objectsAtDeletion?: Record<string, number>;
   /**
    * Operator only, per model until it converged (median, max): history events, activities (regular
    * ones scheduled plus local ones recorded as markers) and workflow tasks (each one a trip through
@@ -97,6 +101,11 @@ export interface RunOptions {
   replicas?: number;
   /** The operator's --shards (0: none). */
   shards?: number;
+  /**
+   * Stop the controller before deleting its namespaces: the deletion without it, to tell what paces
+   * it (the controller's work, or the objects the namespace holds).
+   */
+  deleteStopped?: boolean;
   /** The operator writes a V8 CPU profile (.cpuprofile) here when it stops. */
   profileDir?: string;
   /** After convergence, leave everything alone this long and measure what it costs (0: no rest phase). */
@@ -556,6 +565,11 @@ export async function runContender(
       log,
     );
   options.onMeasured?.(result);
+  result.objectsAtDeletion = objectsIn(stack, namespaces);
+  if (options.deleteStopped) {
+    await process?.stop();
+    result.deletedStopped = true;
+  }
   log(`${name}: converged in ${result.convergedSeconds}s; deleting ${namespaces.join(', ')}`);
   const deleting = performance.now();
   kubectlRun(stack, ['delete', 'namespace', ...namespaces, '--wait=false']);
@@ -577,8 +591,24 @@ export async function runContender(
     result.ownObjectsGoneSeconds = Math.min(round((timeline.ownGoneAt! - deleting) / 1000), deleteSeconds);
   }
   await timeline.stop();
-  await process?.stop();
+  if (!options.deleteStopped) await process?.stop();
   return result;
+}
+
+/** Every object in the namespaces, counted by resource (`deployments.apps`, `events`, …). */
+function objectsIn(stack: StackInfo, namespaces: string[]): Record<string, number> {
+  const resources = kubectlRun(stack, ['api-resources', '--verbs=list', '--namespaced', '-o', 'name'])
+    .split('\n')
+    .filter(Boolean)
+    // Events appear twice (core and events.k8s.io): counted once.
+    .filter((r) => r !== 'events.events.k8s.io');
+  const counts: Record<string, number> = {};
+  for (const ns of namespaces)
+    for (const line of kubectlRun(stack, ['get', resources.join(','), '-n', ns, '-o', 'name']).split('\n')) {
+      const resource = line.slice(0, line.indexOf('/'));
+      if (resource) counts[resource] = (counts[resource] ?? 0) + 1;
+    }
+  return Object.fromEntries(Object.entries(counts).sort(([, a], [, b]) => b - a));
 }
 
 /** Room on the fake node for the largest run (each object has one pod). */
