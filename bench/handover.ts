@@ -1,0 +1,207 @@
+// A replica SIGKILLed in the middle of a rollout of N models. Two sharded replicas, as installed
+// (--shards 4, Leases, each as the operator's ServiceAccount), split N models dealt round K
+// namespaces; once every model is Ready, each is given a new image with a canary step and a pause,
+// and while the canaries are paused the replica holding the most shards is killed. Measures how long
+// until the survivor holds every shard, how long until every model has promoted the new image, and
+// whether any model's workflow tasks or activities ran on two replicas at once (from the histories).
+// Usage: npm run bench:handover -- [--models 1000] [--namespaces 16] [--pause 60] [--label word]
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Command, InvalidArgumentError, Option } from 'commander';
+import type { RolloutSpec } from '../src/core/api.js';
+import { cacheRoot } from '../tools/local-stack/components.js';
+import { down, kubectlRun, up, type StackInfo } from '../tools/local-stack/stack.js';
+import { machineModel } from '../test/support/models.js';
+import {
+  installCrds,
+  shardsHeld,
+  startShardedReplica,
+  temporalClient,
+  type ShardedReplica,
+} from '../test/support/operator-process.js';
+import { concurrentWork, workIntervals, workers } from './harness/concurrent-work.js';
+import { imageNodeOptions } from './harness/image-node-options.js';
+import { makeRoom } from './harness/run.js';
+
+const wholeNumber = (name: string) => (v: string) => {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`${name}: a whole number above 0, got "${v}"`);
+  return n;
+};
+const cmd = new Command('bench:handover')
+  .addOption(new Option('--models <n>', 'models').argParser(wholeNumber('--models')).default(1000))
+  .addOption(new Option('--namespaces <k>', 'namespaces').argParser(wholeNumber('--namespaces')).default(16))
+  .addOption(new Option('--pause <seconds>', "the canary step's pause").argParser(wholeNumber('--pause')).default(60))
+  .addOption(new Option('--label <word>', 'added to the results file name'))
+  .parse();
+const {
+  models,
+  namespaces: k,
+  pause,
+  label,
+} = cmd.opts<{ models: number; namespaces: number; pause: number; label?: string }>();
+
+const shards = 4;
+const stateDir = path.join(cacheRoot, 'stack-bench');
+const log = (line: string) => console.error(`${new Date().toISOString().slice(11, 19)} ${line}`);
+const round = (x: number) => Math.round(x * 10) / 10;
+const plan: RolloutSpec = { strategy: 'Canary', steps: [{ weight: 50, pause: `${pause}s` }] };
+
+/** Each model's phase, image and rollout, from one list of every namespace's models. */
+function modelStates(stack: StackInfo, namespaces: string[]) {
+  const items = JSON.parse(kubectlRun(stack, ['get', 'machinemodels', '-A', '-o', 'json'])).items as any[];
+  return items.filter((m) => namespaces.includes(m.metadata.namespace));
+}
+
+async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs: number, everyMs = 2_000) {
+  const started = performance.now();
+  while (!(await check())) {
+    if (performance.now() - started > timeoutMs) throw new Error(`${what}: not within ${timeoutMs / 1000}s`);
+    await sleep(everyMs);
+  }
+  return (performance.now() - started) / 1000;
+}
+
+function dealt(namespaces: string[], image: string): object[] {
+  return Array.from({ length: models }, (_, i) =>
+    machineModel(namespaces[i % namespaces.length]!, `m-${i}`, { image, replicas: 1, rollout: plan }),
+  );
+}
+
+const apply = (stack: StackInfo, items: object[]) =>
+  kubectlRun(stack, ['apply', '--server-side', '-f', '-'], JSON.stringify({ apiVersion: 'v1', kind: 'List', items }));
+
+async function main(): Promise<void> {
+  const date = new Date().toISOString().slice(0, 10);
+  const resultsDir = fileURLToPath(new URL('./results', import.meta.url));
+  mkdirSync(resultsDir, { recursive: true });
+  const file = path.join(
+    resultsDir,
+    [date, models, `ns${k}`, 'handover', ...(label ? [label] : [])].join('-') + '.json',
+  );
+  const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+  const stack = await up({ stateDir, ports: 'auto', fresh: true, podMetrics: false, realNode: false, log });
+  const replicas: ShardedReplica[] = [];
+  try {
+    // The stable revision's Pods and the canaries' at once.
+    makeRoom(stack, 2 * models);
+    installCrds(stack);
+    const id = randomUUID().slice(0, 6);
+    const namespaces = Array.from({ length: k }, (_, j) => `handover-${id}-${j}`);
+    for (const ns of namespaces) kubectlRun(stack, ['create', 'namespace', ns]);
+    const env = {
+      MMO_NAMESPACES: namespaces.join(','),
+      MMO_TASK_QUEUE: `handover-${id}`,
+      LOG_LEVEL: 'warn',
+      NODE_OPTIONS: imageNodeOptions(),
+    };
+    for (const name of ['a', 'b']) replicas.push(await startShardedReplica(stack, shards, `handover-${name}`, env));
+    await until(
+      'the shards split',
+      async () => (await Promise.all(replicas.map(shardsHeld))).every((n) => n === shards / 2),
+      120_000,
+      500,
+    );
+
+    apply(stack, dealt(namespaces, 'registry.example/m:1'));
+    const v1Seconds = await until(
+      `${models} models Ready`,
+      () => modelStates(stack, namespaces).filter((m) => m.status?.phase === 'Ready').length === models,
+      3_600_000,
+    );
+    log(`${models} models Ready in ${round(v1Seconds)}s; rolling out m:2`);
+
+    const rolling = performance.now();
+    apply(stack, dealt(namespaces, 'registry.example/m:2'));
+    const paused = (m: any) =>
+      m.status?.rollout?.canary?.image === 'registry.example/m:2' && m.status.rollout.weight === 50;
+    // Killed once half the canaries are in their pause: the rest are still starting theirs.
+    await until(
+      'half the canaries paused',
+      () => modelStates(stack, namespaces).filter(paused).length >= models / 2,
+      3_600_000,
+    );
+    const pausedAtKill = modelStates(stack, namespaces).filter(paused).length;
+    const held = await Promise.all(replicas.map(shardsHeld));
+    const victim = replicas[held[0]! >= held[1]! ? 0 : 1]!;
+    const survivor = replicas.find((r) => r !== victim)!;
+    const victimShards = Math.max(...held);
+    const killed = performance.now();
+    await victim.process.kill();
+    log(`killed ${victim.identity} (${victimShards} shards) with ${pausedAtKill} of ${models} canaries paused`);
+    const handoverSeconds = await until(
+      'every shard held by the survivor',
+      async () => (await shardsHeld(survivor)) === shards,
+      120_000,
+      100,
+    );
+    log(`the survivor held every shard ${round(handoverSeconds)}s after the kill`);
+
+    const promoted = (m: any) =>
+      m.status?.phase === 'Ready' &&
+      m.status?.rollout?.phase === 'Promoted' &&
+      m.status.rollout.canary?.image === 'registry.example/m:2';
+    await until(
+      `${models} rollouts promoted`,
+      () => modelStates(stack, namespaces).filter(promoted).length === models,
+      3_600_000,
+    );
+    const promotedAfterKill = (performance.now() - killed) / 1000;
+    const rolloutSeconds = (performance.now() - rolling) / 1000;
+    log(`every model promoted ${round(promotedAfterKill)}s after the kill`);
+
+    // Every workflow of the models (their reconcile loops and their rollouts), each history checked.
+    const client = await temporalClient(stack);
+    let histories = 0;
+    let handedOver = 0;
+    const overlapping: string[] = [];
+    try {
+      const quoted = namespaces.map((ns) => `'${ns}'`).join(', ');
+      for await (const wf of client.workflow.list({ query: `MachineModelNamespace IN (${quoted})` })) {
+        const events = (await client.workflow.getHandle(wf.workflowId, wf.runId).fetchHistory()).events ?? [];
+        const intervals = workIntervals(events, Date.now());
+        histories++;
+        if (workers(intervals).size > 1) handedOver++;
+        if (concurrentWork(intervals).length) overlapping.push(`${wf.workflowId} (run ${wf.runId})`);
+      }
+    } finally {
+      await client.connection.close();
+    }
+    const result = {
+      date,
+      commit,
+      models,
+      namespaces: k,
+      shards,
+      pauseSeconds: pause,
+      v1ReadySeconds: round(v1Seconds),
+      canariesPausedAtKill: pausedAtKill,
+      victimShards,
+      shardsHeldAgainSeconds: round(handoverSeconds),
+      promotedAfterKillSeconds: round(promotedAfterKill),
+      rolloutSeconds: round(rolloutSeconds),
+      historiesChecked: histories,
+      historiesWorkedOnByBothReplicas: handedOver,
+      historiesWithConcurrentWork: overlapping.length,
+      concurrentWork: overlapping.slice(0, 20),
+    };
+    writeFileSync(file, `${JSON.stringify(result, null, 2)}\n`);
+    console.log(JSON.stringify(result, null, 2));
+    console.log(`\n${file}`);
+  } finally {
+    for (const r of replicas) await r.process.stop().catch(() => undefined);
+    await down(stateDir);
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    console.error(err);
+    process.exit(1);
+  },
+);
