@@ -1,6 +1,6 @@
 // How activities fail: always with a type from the failure vocabulary (src/core/failures.ts), which
 // decides whether Temporal retries it. Kubernetes and gateway errors are translated here, once.
-import { ApplicationFailure } from '@temporalio/common';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { failureTypes, type FailureType } from '../src/core/failures.js';
 import { apiMessage, apiStatus, isNamespaceTerminating } from '../src/process/kube-errors.js';
 import { GatewayMisconfigured, GatewayUnavailable } from './gateway/driver.js';
@@ -16,6 +16,8 @@ export function fail(type: FailureType, message: string): ApplicationFailure {
  */
 export function kubeFailure(err: unknown, action: string): ApplicationFailure {
   if (err instanceof ApplicationFailure) return err;
+  // A cancelled activity (its worker stopping) stays cancelled: no retry of a request it may not send.
+  if (err instanceof CancelledFailure) throw err;
   const status = apiStatus(err);
   const message = `${action}: ${apiMessage(err)}`;
   if (isNamespaceTerminating(err)) return fail('NamespaceTerminating', message);

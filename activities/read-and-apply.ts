@@ -3,7 +3,7 @@
 // appliesWithRead), apply its children; and when nothing lies between the apply and the status
 // (reportsWithApply), write the status too. Each step a round saves is a workflow activation and a
 // history event less; the result records what each part did, for the Web UI and mmctl history.
-import { ApplicationFailure } from '@temporalio/common';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import type { StepFailure } from '../src/core/failures.js';
 import { appliesWithRead, reportsWithApply } from '../src/core/lifecycle.js';
 import {
@@ -99,6 +99,7 @@ export function readAndApplyActivity(steps: Steps) {
     try {
       applied = await steps.applyChildren(model, promoted ? { promoted } : {});
     } catch (err) {
+      if (err instanceof CancelledFailure) throw err;
       if (err instanceof ApplicationFailure && err.nonRetryable) {
         return { model, refused: { type: err.type ?? undefined, message: err.message, nonRetryable: true } };
       }

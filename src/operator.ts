@@ -9,6 +9,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { Client } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type { Logger } from 'pino';
+import { resumeActivitiesOn, stopActivitiesOn, tiedToWorkerStop } from '../activities/cancellation.js';
 import { CaddyFleet } from '../activities/gateway/caddy-fleet.js';
 import type { GatewayDriver } from '../activities/gateway/driver.js';
 import { GatewayApiDriver } from '../activities/gateway/gateway-api-driver.js';
@@ -126,7 +127,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
       taskQueue,
       ...workflowSource(),
       activities,
-      interceptors: { activity: [reconcileMetrics.activityInterceptor()] },
+      interceptors: { activity: [reconcileMetrics.activityInterceptor(), tiedToWorkerStop] },
       sinks: reconcileMetrics.sinks(),
       maxConcurrentActivityTaskExecutions: config.maxConcurrentActivities,
       maxConcurrentWorkflowTaskExecutions: config.maxConcurrentWorkflowTasks,
@@ -185,19 +186,24 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
         giveUp.addEventListener('abort', onAbort, { once: true });
       }),
     ]).finally(() => giveUp.removeEventListener('abort', onAbort!));
+    const queue = shardTaskQueue(config.temporal.taskQueue, shard);
     const worker = await untilTemporalAnswers(
       () =>
-        createWorker(connection, shardTaskQueue(config.temporal.taskQueue, shard), activities!, {
+        createWorker(connection, queue, activities!, {
           shutdownGraceTime: '4 seconds',
           shutdownForceTime: '6 seconds',
         }),
       temporal,
       giveUp,
     );
+    resumeActivitiesOn(queue);
     const run = worker.run();
     return {
       run,
       async shutdown() {
+        // Its activities end now, local ones too (the worker cancels neither in time): the shard's next
+        // owner may write as soon as this worker is down.
+        stopActivitiesOn(queue);
         if (worker.getState() === 'RUNNING') worker.shutdown();
         // Forced down (shutdownForceTime): an activity ignored its cancellation and may still run.
         await run.catch((err: unknown) => log.error({ err, shard }, "a shard's worker was forced down"));
@@ -288,6 +294,10 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
         },
         log,
       );
+      // Out after two probes missed (every 5 s), not one slow answer: its shards' models would wait
+      // here. Back after 30 s of answers, so a flapping link does not move the shards every few seconds.
+      let serving = true;
+      const servesShards = () => (serving = serving ? temporal.downForMs() < 10_000 : temporal.upForMs() >= 30_000);
       const leases = new ShardLeases(
         kc,
         {
@@ -295,8 +305,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
           identity,
           count: shards,
           prefix: leasePrefixFor(base),
-          // Two probes missed (every 5 s): not one slow answer. Its shards' models would wait here.
-          serving: () => temporal.downForMs() < 10_000,
+          serving: servesShards,
         },
         (owned) => placement.place(owned),
         log,

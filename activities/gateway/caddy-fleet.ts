@@ -8,6 +8,7 @@
 // replica's whole config, since it missed the writes in between. A route that one replica lacks, or
 // holds in another form, is listed as incomplete, and the gateway sweep has its model publish it again.
 import { lookup } from 'node:dns/promises';
+import { CancelledFailure } from '@temporalio/common';
 import type { ModelRef } from '../../src/core/api.js';
 import type { ExistingRoute, RouteSpec } from '../../src/core/route-rules.js';
 import type { TrafficSample } from '../../src/core/rollout.js';
@@ -110,7 +111,11 @@ export class CaddyFleet implements GatewayDriver {
       tried.map((a) =>
         this.driver(a)
           .hasServer()
-          .catch(() => undefined),
+          .catch((err: unknown) => {
+            // This activity was cancelled, not the replica gone: nothing to leave out.
+            if (err instanceof CancelledFailure) throw err;
+            return undefined;
+          }),
       ),
     );
     const answered = tried.filter((_, i) => serving[i] !== undefined);

@@ -1,10 +1,17 @@
 // The activities' Kubernetes client keeps its connections: client-node 2.0 alone opens a new TLS
 // connection for every request, which cost the operator most of its CPU under load. A kept
 // connection can die without a close; one missed deadline must be the whole cost of that.
+import { randomUUID } from 'node:crypto';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { CancelledFailure } from '@temporalio/activity';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { afterEach, expect, inject, it } from 'vitest';
+import {
+  activityCancellation,
+  resumeActivitiesOn,
+  stopActivitiesOn,
+  tiedToWorkerStop,
+} from '../../activities/cancellation.js';
 import { KubeClient } from '../../activities/kube-client.js';
 import { apiClient } from '../../src/process/kube-api.js';
 import { kubeconfigThrough } from '../support/cluster.js';
@@ -71,4 +78,34 @@ it("ends an activity's requests when the activity is cancelled, and sends none a
   // The second was refused before it was sent, although the network was back.
   expect(connectionsAfter).toBe(0);
   for (const outcome of outcomes) expect(outcome).toBeInstanceOf(CancelledFailure);
+}, 30_000);
+
+// A stopping worker cancels its local activities not at all and its regular ones only after its grace
+// time (seen in review: a local activity's request outliving the worker by its 8 s timeout).
+it("ends a local activity's requests when its shard's worker stops, and a worker started again on the queue does not revive it", async () => {
+  const kube = new KubeClient(await kubeconfigViaProxy());
+  await kube.read('v1', 'Namespace', '', 'default');
+  const queue = `q-${randomUUID()}`;
+  // The interceptor the operator's workers install.
+  const env = new MockActivityEnvironment({ taskQueue: queue, isLocal: true }, { interceptors: [tiedToWorkerStop] });
+  proxy!.silence();
+  const outcomes: unknown[] = [];
+  let connectionsAfter: number | undefined;
+  await env.run(async () => {
+    const pending = kube.read('v1', 'Namespace', '', 'kube-system').catch((err: unknown) => err);
+    stopActivitiesOn(queue);
+    outcomes.push(await pending);
+    proxy!.heal();
+    resumeActivitiesOn(queue);
+    const accepted = proxy!.accepted;
+    outcomes.push(await kube.read('v1', 'Namespace', '', 'default').catch((err: unknown) => err));
+    connectionsAfter = proxy!.accepted - accepted;
+  });
+  expect(outcomes).toHaveLength(2);
+  expect(connectionsAfter).toBe(0);
+  for (const outcome of outcomes) expect(outcome).toBeInstanceOf(CancelledFailure);
+  // An activity the new worker starts may run (its requests are not refused).
+  const next = new MockActivityEnvironment({ taskQueue: queue, isLocal: true }, { interceptors: [tiedToWorkerStop] });
+  const signal = (await next.run(async () => activityCancellation())) as AbortSignal | undefined;
+  expect(signal?.aborted).toBe(false);
 }, 30_000);

@@ -133,6 +133,18 @@ function ephemeralPorts(): { low: number; high: number } {
 /** Ports this process handed out; their servers may not have bound them yet. */
 const handedOut = new Set<number>();
 
+function anyFreePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      srv.close(() => (typeof addr === 'object' && addr ? resolve(addr.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
 function bindable(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const srv = net.createServer();
@@ -147,6 +159,8 @@ export async function freePort(): Promise<number> {
   const { low, high } = ephemeralPorts();
   // Above the stack's fixed ports (the highest is etcd's peer port, 23800).
   const [from, to] = low > 25_000 ? [24_000, low - 1] : [high + 1, 65_535];
+  // No room outside it (a kernel that lends every port): any free one, as the kernel picks it.
+  if (from > to) return anyFreePort();
   for (let attempt = 0; attempt < 200; attempt++) {
     const port = randomInt(from, to + 1);
     if (handedOut.has(port) || !(await bindable(port))) continue;

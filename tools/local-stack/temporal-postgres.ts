@@ -244,11 +244,11 @@ async function serverConfig(o: PostgresTemporalOptions, postgresPort: number, dy
 
 /**
  * The SQL schema keeps a membership port in a smallint: below 32768, where the kernel hands out no
- * ephemeral ports. A random one that is free now.
+ * ephemeral ports. A random one that is free now, below those freePort hands out (24000 and up).
  */
 async function freeMembershipPort(): Promise<number> {
   for (;;) {
-    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    const port = 20_000 + Math.floor(Math.random() * 3_500);
     if (!(await portInUse(port))) return port;
   }
 }
