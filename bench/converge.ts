@@ -134,6 +134,18 @@ function table(results: Partial<Record<ContenderName, ContenderResult>>): string
     ['delete namespace (s)', (r) => (r.deletedStopped ? undefined : r.deleteSeconds)],
     ['delete namespace, the controller stopped first (s)', (r) => (r.deletedStopped ? r.deleteSeconds : undefined)],
     ['  of which until its own objects were gone (s)', (r) => r.ownObjectsGoneSeconds],
+    [
+      '  deletion: controller CPU (s), replicas added up',
+      (r) => r.deletionCpuSeconds && controllerTotal(r.deletionCpuSeconds),
+    ],
+    ['  deletion: Temporal CPU (s)', (r) => r.deletionCpuSeconds?.temporal],
+    [
+      '  deletion: kube-apiserver + etcd CPU (s)',
+      (r) =>
+        r.deletionCpuSeconds &&
+        round2((r.deletionCpuSeconds['kube-apiserver'] ?? 0) + (r.deletionCpuSeconds.etcd ?? 0)),
+    ],
+    ['  deletion: machine CPU (s)', (r) => r.deletionCpuSeconds?.machine],
     ['history events per model (p50)', (r) => r.perModel?.historyEvents.p50],
     ['workflow tasks per model (p50)', (r) => r.perModel?.workflowTasks.p50],
     ['signals per model (p50)', (r) => r.signalsPerModel?.p50],

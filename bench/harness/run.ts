@@ -62,6 +62,8 @@ export interface ContenderResult {
   deletedStopped?: boolean;
   /** The objects in the contender's namespaces as their deletion starts, by resource: what it must delete. */
   objectsAtDeletion?: Record<string, number>;
+  /** CPU seconds per process and for the machine from `kubectl delete namespace` until they are gone. */
+  deletionCpuSeconds?: Record<string, number>;
   /**
    * Operator only, per model until it converged (median, max): history events, activities (regular
    * ones scheduled plus local ones recorded as markers) and workflow tasks (each one a trip through
@@ -571,6 +573,10 @@ export async function runContender(
     result.deletedStopped = true;
   }
   log(`${name}: converged in ${result.convergedSeconds}s; deleting ${namespaces.join(', ')}`);
+  const stillRunning = Object.fromEntries(
+    Object.entries(pids).filter(([component]) => !(options.deleteStopped && process?.pids[component])),
+  );
+  const deletionUsage = new Usage(stillRunning, ['postgres']);
   const deleting = performance.now();
   kubectlRun(stack, ['delete', 'namespace', ...namespaces, '--wait=false']);
   const since = () => round((performance.now() - deleting) / 1000);
@@ -584,6 +590,8 @@ export async function runContender(
   );
   const deleteSeconds = since();
   result.deleteSeconds = deleteSeconds;
+  const deletionUsed = deletionUsage.stop();
+  result.deletionCpuSeconds = { ...deletionUsed.cpuSeconds, machine: deletionUsed.machineCpuSeconds };
   if (contender.own) {
     // Finalizers hold a namespace: when did the controller let go of the last of its objects? The watch
     // may deliver the last deletions after kubectl already sees the namespace gone; they were gone by then.
