@@ -16,7 +16,8 @@ export function fail(type: FailureType, message: string): ApplicationFailure {
  */
 export function kubeFailure(err: unknown, action: string): ApplicationFailure {
   if (err instanceof ApplicationFailure) return err;
-  // A cancelled activity (its worker stopping) stays cancelled: no retry of a request it may not send.
+  // A request its activity's cancellation or worker stop ended: thrown as it is, not as an apiserver
+  // failure. Temporal retries the activity where its task goes next (the shard's next owner).
   if (err instanceof CancelledFailure) throw err;
   const status = apiStatus(err);
   const message = `${action}: ${apiMessage(err)}`;

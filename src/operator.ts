@@ -23,7 +23,7 @@ import { createMetrics, serveEndpoints, type MetricSources } from './process/met
 import { ReconcileMetrics } from './process/reconcile-metrics.js';
 import { Reachability, ReadyGate } from './process/ready-gate.js';
 import { Signaler } from './informer/signaler.js';
-import { lazyClient, untilTemporalAnswers, watchTemporal, workerConnector } from './process/temporal.js';
+import { lazyClient, ProbeStreak, untilTemporalAnswers, watchTemporal, workerConnector } from './process/temporal.js';
 import { signalVanishedModels } from './informer/vanished-models.js';
 import { workflowBundleOptions } from './process/workflow-bundle.js';
 import { workflowSender } from './informer/workflow-client.js';
@@ -99,6 +99,8 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
   const abort = new AbortController();
   const readyGate = new ReadyGate();
   const temporal = new Reachability('temporal', `Temporal at ${config.temporal.address}`, readyGate, log);
+  /** The worker connection's probes: whether this replica can work on shards (shard-assignment.ts). */
+  const probes = new ProbeStreak();
   const sources: MetricSources = {};
   const registry = createMetrics(sources);
   const reconcileMetrics = new ReconcileMetrics(registry);
@@ -145,7 +147,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
     const kube = workerKube!;
     activities = createActivities({ kube, build: config.build, gateway: gatewayDriver(config.gateway, kube) });
     const connection = await untilTemporalAnswers(workerConnector(config.temporal), temporal, abort.signal);
-    parts.temporalWatch = watchTemporal(connection, temporal);
+    parts.temporalWatch = watchTemporal(connection, temporal, undefined, probes);
     // The base queue's worker runs everywhere: the janitor, models started before sharding or by mmctl.
     const worker = await untilTemporalAnswers(
       () => createWorker(connection, config.temporal.taskQueue, activities!),
@@ -294,10 +296,6 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
         },
         log,
       );
-      // Out after two probes missed (every 5 s), not one slow answer: its shards' models would wait
-      // here. Back after 30 s of answers, so a flapping link does not move the shards every few seconds.
-      let serving = true;
-      const servesShards = () => (serving = serving ? temporal.downForMs() < 10_000 : temporal.upForMs() >= 30_000);
       const leases = new ShardLeases(
         kc,
         {
@@ -305,7 +303,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
           identity,
           count: shards,
           prefix: leasePrefixFor(base),
-          serving: servesShards,
+          contact: () => probes.contact(),
         },
         (owned) => placement.place(owned),
         log,

@@ -1,5 +1,6 @@
 // Kubernetes Gateway API: one HTTPRoute per model, in the model's namespace, attached to a configured
 // parent Gateway. Works with any Gateway API implementation.
+import { CancelledFailure } from '@temporalio/common';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import {
   apiVersion as modelApiVersion,
@@ -127,6 +128,8 @@ export class GatewayApiDriver implements GatewayDriver {
   ) {}
 
   private unavailable(err: unknown, action: string): Error {
+    // The activity's worker stopping, not the gateway: it stays a cancellation.
+    if (err instanceof CancelledFailure) return err;
     if (apiStatus(err) === 404)
       return new GatewayMisconfigured(`${action}: the Gateway API CRDs are not installed (${apiMessage(err)})`);
     if (apiStatus(err) === 403) {

@@ -43,11 +43,8 @@ export interface AssignmentInput {
   members: readonly string[];
   /** The shards this replica holds, with when it last asked to take or renew each. */
   held: ReadonlyMap<number, number>;
-  /**
-   * Whether this replica can work on shards now (it reaches Temporal). One that cannot leaves the
-   * membership, and gives its shards up when another member can take them.
-   */
-  serving: boolean;
+  /** How far this replica takes part, from whether it reaches Temporal (participationOf). */
+  participation: Participation;
   timing: AssignmentTiming;
 }
 
@@ -58,6 +55,39 @@ export interface AssignmentDecision {
   release: number[];
   renew: number[];
   acquire: number[];
+}
+
+/**
+ * - serving: a member, taking its share;
+ * - keeping: working on what it holds, taking nothing (Temporal did not answer a moment ago, or
+ *   answers again after it left and has not for long yet);
+ * - leaving: out of the membership, giving its shards to any member (Temporal has not answered for long).
+ */
+export type Participation = 'serving' | 'keeping' | 'leaving';
+
+/** What this replica's probes of Temporal say: how long they have failed, or succeeded, in a row. */
+export interface TemporalContact {
+  downForMs: number;
+  upForMs: number;
+}
+
+/** Out after two probes missed (every 5 s); back in the membership only after 30 s of answers. */
+export const contactTiming = { leaveAfterMs: 10_000, rejoinAfterMs: 30_000 };
+
+/**
+ * The participation, from the contact and whether the replica had left the membership. Keeping
+ * through a short outage and until the answers are steady moves shards once per outage, not at each
+ * flap; a replica that just found Temporal again does not take shards from one that never lost it.
+ */
+export function participationOf(
+  left: boolean,
+  contact: TemporalContact,
+  timing = contactTiming,
+): { participation: Participation; left: boolean } {
+  if (contact.downForMs >= timing.leaveAfterMs) return { participation: 'leaving', left: true };
+  if (contact.downForMs > 0) return { participation: 'keeping', left };
+  if (left && contact.upForMs < timing.rejoinAfterMs) return { participation: 'keeping', left };
+  return { participation: 'serving', left: false };
 }
 
 export function isExpired(lease: ObservedLease | undefined, now: number, timing: AssignmentTiming): boolean {
@@ -106,8 +136,14 @@ export function decideAssignment(input: AssignmentInput): AssignmentDecision {
     else kept.push(k);
   }
   const others = input.members.filter((m) => m !== me);
-  // Not serving, it holds on only when no member can do better.
-  const share = !input.serving && others.length > 0 ? 0 : shareOf(me, others, count);
+  // Keeping: all it holds, nothing more. Leaving: nothing, unless no member can do better.
+  const share =
+    input.participation === 'keeping'
+      ? kept.length
+      : input.participation === 'leaving' && others.length > 0
+        ? 0
+        : shareOf(me, others, count);
+  const acquiring = input.participation !== 'keeping';
   const order = byPreference(me);
   kept.sort(order);
   const release = kept.splice(share).sort((a, b) => a - b);
@@ -121,7 +157,7 @@ export function decideAssignment(input: AssignmentInput): AssignmentDecision {
   }
   const acquire = free
     .sort(order)
-    .slice(0, Math.max(0, share - kept.length))
+    .slice(0, acquiring ? Math.max(0, share - kept.length) : 0)
     .sort((a, b) => a - b);
   return { lost: lost.sort((a, b) => a - b), release, renew, acquire };
 }

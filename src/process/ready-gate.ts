@@ -24,13 +24,9 @@ export class ReadyGate {
  * failure after success (or at start) is one warning, the recovery one info line; retries in between
  * only update the reason /readyz shows, so an outage does not flood the log.
  */
-/** A monotonic clock: how long something lasted must not jump with the wall clock. */
-const clock = () => performance.now();
-
 export class Reachability {
   private state: 'unknown' | 'up' | 'down' = 'unknown';
-  /** When the state last changed between up and down (this process's monotonic clock). */
-  private since = clock();
+  private downSince = 0;
 
   constructor(
     private readonly part: string,
@@ -44,26 +40,15 @@ export class Reachability {
 
   up(): void {
     if (this.state === 'down') {
-      this.log.info(`${this.what} answers (after ${((clock() - this.since) / 1000).toFixed(1)}s)`);
+      this.log.info(`${this.what} answers (after ${((Date.now() - this.downSince) / 1000).toFixed(1)}s)`);
     }
-    if (this.state !== 'up') this.since = clock();
     this.state = 'up';
     this.gate.ready(this.part);
   }
 
-  /** How long it has not answered: 0 while it answers (or was not contacted yet). */
-  downForMs(): number {
-    return this.state === 'down' ? clock() - this.since : 0;
-  }
-
-  /** How long it has answered: 0 while it does not (or was not contacted yet). */
-  upForMs(): number {
-    return this.state === 'up' ? clock() - this.since : 0;
-  }
-
   down(reason: string): void {
     if (this.state !== 'down') {
-      this.since = clock();
+      this.downSince = Date.now();
       this.log.warn(`${this.what}: ${reason}; waiting for it (not ready until it answers)`);
     } else {
       this.log.debug({ reason }, `${this.what} still does not answer`);

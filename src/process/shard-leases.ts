@@ -11,7 +11,9 @@ import {
   defaultAssignmentTiming,
   isExpired,
   isStillHeld,
+  participationOf,
   type AssignmentTiming,
+  type TemporalContact,
   type ObservedLease,
 } from '../core/shard-assignment.js';
 import { apiClient } from './kube-api.js';
@@ -28,8 +30,8 @@ export interface ShardLeaseOptions {
   prefix: string;
   timing?: AssignmentTiming;
   tickMs?: number;
-  /** Whether this replica can work on shards (it reaches Temporal); always, if not given. */
-  serving?: () => boolean;
+  /** What this replica's probes of Temporal say; always answering, if not given. */
+  contact?: () => TemporalContact;
 }
 
 const partOf = 'app.kubernetes.io/part-of';
@@ -75,7 +77,8 @@ export class ShardLeases {
   private deadlineTimer: NodeJS.Timeout | undefined;
   private wake: (() => void) | undefined;
   private memberRenewedAt = -Infinity;
-  private serving = true;
+  /** Whether it left the membership (Temporal did not answer for long) and has not rejoined. */
+  private left = false;
   /** Shards taken since start, for the metrics. */
   taken = 0;
 
@@ -160,11 +163,12 @@ export class ShardLeases {
       // A replica gone long ago (each process has its own identity): its Lease would stay forever.
       else if (now - seen.observedAt > 10 * this.timing.durationMs) void this.remove(lease);
     }
-    const serving = this.opts.serving?.() ?? true;
-    if (serving !== this.serving) {
-      this.serving = serving;
-      if (serving) this.log.info('serving again: back in the shard membership');
-      else this.log.warn('cannot work on shards (Temporal does not answer): left the membership for another replica');
+    const { participation, left } = participationOf(this.left, this.opts.contact?.() ?? { downForMs: 0, upForMs: 0 });
+    if (left !== this.left) {
+      this.left = left;
+      if (left)
+        this.log.warn('cannot work on shards (Temporal does not answer): left the membership for another replica');
+      else this.log.info('Temporal answers steadily again: back in the shard membership');
     }
     const decision = decideAssignment({
       me: this.opts.identity,
@@ -173,7 +177,7 @@ export class ShardLeases {
       shards,
       members,
       held: this.held,
-      serving,
+      participation,
       timing: this.timing,
     });
     if (this.stopped) return;
@@ -183,10 +187,10 @@ export class ShardLeases {
     const placed = dropped.length ? this.place(this.owned) : Promise.resolve();
     // Freed only once nothing here works on them any more; the tick goes on meanwhile.
     for (const k of decision.release) void placed.then(() => this.free(k));
-    const memberDue = serving && now - this.memberRenewedAt >= this.timing.renewEveryMs;
+    const memberDue = !left && now - this.memberRenewedAt >= this.timing.renewEveryMs;
     const member = byName.get(this.memberLease);
     // Out of the membership at once, so the others count this replica's share as theirs.
-    if (!serving && member?.spec?.holderIdentity) {
+    if (left && member?.spec?.holderIdentity) {
       this.memberRenewedAt = -Infinity;
       void this.remove(member);
     }

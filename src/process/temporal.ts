@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { Connection, type ConnectionOptions } from '@temporalio/client';
 import { NativeConnection, type NativeConnectionOptions } from '@temporalio/worker';
 import pRetry from 'p-retry';
+import type { TemporalContact } from '../core/shard-assignment.js';
 import type { TemporalConfig } from './config.js';
 import type { Reachability } from './ready-gate.js';
 
@@ -78,14 +79,46 @@ export function untilTemporalAnswers<T>(
 
 type Probed = Pick<Connection, 'workflowService' | 'withDeadline'>;
 
+/**
+ * How long this process's probes of Temporal have failed, or answered, in a row (a monotonic clock).
+ * Only the probes count: a request that fails for another reason says nothing about the connection.
+ */
+export class ProbeStreak {
+  private answered: boolean | undefined;
+  private since = performance.now();
+
+  record(answered: boolean): void {
+    if (answered === this.answered) return;
+    this.answered = answered;
+    this.since = performance.now();
+  }
+
+  contact(): TemporalContact {
+    const lasted = performance.now() - this.since;
+    if (this.answered === undefined) return { downForMs: 0, upForMs: 0 };
+    return this.answered ? { downForMs: 0, upForMs: lasted } : { downForMs: lasted, upForMs: 0 };
+  }
+}
+
 /** Asks Temporal every few seconds whether it answers; returns a function that stops asking. */
-export function watchTemporal(connection: Probed, temporal: Reachability, everyMs = 5_000): () => void {
+export function watchTemporal(
+  connection: Probed,
+  temporal: Reachability,
+  everyMs = 5_000,
+  streak?: ProbeStreak,
+): () => void {
   const check = () =>
     connection
       .withDeadline(Date.now() + 3_000, () => connection.workflowService.getSystemInfo({}))
       .then(
-        () => temporal.up(),
-        (err: unknown) => temporal.down(temporalErrorReason(err)),
+        () => {
+          streak?.record(true);
+          temporal.up();
+        },
+        (err: unknown) => {
+          streak?.record(false);
+          temporal.down(temporalErrorReason(err));
+        },
       );
   void check();
   const timer = setInterval(() => void check(), everyMs);

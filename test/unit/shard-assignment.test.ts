@@ -6,8 +6,10 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
+  contactTiming,
   decideAssignment,
   isStillHeld,
+  participationOf,
   defaultAssignmentTiming as timing,
   shareOf,
   type AssignmentDecision,
@@ -28,8 +30,10 @@ interface Replica {
   seen: Map<string, { version: number; at: number }>;
   /** Shards it works on, with when it last asked to take or renew each. */
   held: Map<number, number>;
-  /** Reaches Temporal: one that does not leaves the membership. */
-  serving: boolean;
+  /** Reaches Temporal, since when (the world's clock), and whether it left the membership. */
+  reachable: boolean;
+  reachableSince: number;
+  left: boolean;
   /** A decision read but not yet written: its writes compare against the versions read then. */
   pending?: { at: number; read: Map<string, number>; decision: AssignmentDecision };
 }
@@ -41,7 +45,22 @@ class World {
   private nextId = 0;
 
   join(): void {
-    this.replicas.push({ id: `r${this.nextId++}`, alive: true, seen: new Map(), held: new Map(), serving: true });
+    this.replicas.push({
+      id: `r${this.nextId++}`,
+      alive: true,
+      seen: new Map(),
+      held: new Map(),
+      reachable: true,
+      reachableSince: this.now,
+      left: false,
+    });
+  }
+
+  /** Temporal out of reach of the replica, or back. */
+  reach(r: Replica, reachable: boolean): void {
+    if (r.reachable === reachable) return;
+    r.reachable = reachable;
+    r.reachableSince = this.now;
   }
 
   private observe(r: Replica, name: string): ObservedLease | undefined {
@@ -66,6 +85,10 @@ class World {
       const member = this.observe(r, `member-${other.id}`);
       if (member?.holder && this.now - member.observedAt <= timing.durationMs) members.push(member.holder);
     }
+    const lasted = this.now - r.reachableSince;
+    const contact = r.reachable ? { downForMs: 0, upForMs: lasted } : { downForMs: lasted, upForMs: 0 };
+    const { participation, left } = participationOf(r.left, contact);
+    r.left = left;
     const decision = decideAssignment({
       me: r.id,
       now: this.now,
@@ -73,7 +96,7 @@ class World {
       shards,
       members,
       held: r.held,
-      serving: r.serving,
+      participation,
       timing,
     });
     for (const k of [...decision.lost, ...decision.release]) r.held.delete(k);
@@ -93,8 +116,8 @@ class World {
     if (!pending) return;
     r.pending = undefined;
     const member = `member-${r.id}`;
-    // Renewed while serving; else left (as ShardLeases deletes its Lease).
-    this.cas(member, this.leases.get(member)?.version ?? 0, r.serving ? r.id : undefined);
+    // Renewed while a member; else left (as ShardLeases deletes its Lease).
+    this.cas(member, this.leases.get(member)?.version ?? 0, r.left ? undefined : r.id);
     const { decision, read, at } = pending;
     for (const k of decision.release) this.cas(`shard-${k}`, read.get(`shard-${k}`)!, undefined);
     for (const k of [...decision.renew, ...decision.acquire]) {
@@ -164,7 +187,7 @@ function play(replicas: number, steps: Step[]): World {
       const r = alive[step.who % alive.length]!;
       if (step.kind === 'read') world.read(r);
       else if (step.kind === 'write') world.write(r);
-      else if (step.kind === 'cut' || step.kind === 'heal') r.serving = step.kind === 'heal';
+      else if (step.kind === 'cut' || step.kind === 'heal') world.reach(r, step.kind === 'heal');
       else if (alive.length > 1) r.alive = false;
     }
     world.checkOneWorkerPerShard();
@@ -173,8 +196,8 @@ function play(replicas: number, steps: Step[]): World {
 }
 
 function expectSettled(world: World): void {
-  for (const r of world.replicas) r.serving = true;
-  world.settle(3 * timing.durationMs);
+  for (const r of world.replicas) world.reach(r, true);
+  world.settle(contactTiming.rejoinAfterMs + 3 * timing.durationMs);
   const alive = world.replicas.filter((r) => r.alive);
   const owners = alive.flatMap((r) => world.working(r));
   expect(owners.sort((a, b) => a - b)).toEqual([...Array(count).keys()]);
@@ -238,27 +261,41 @@ describe('shards taken through Leases', () => {
     expect(world.working(b)).toHaveLength(4);
   });
 
-  it('a replica that cannot reach Temporal hands its shards to one that can, without waiting for them to expire', () => {
+  it('a replica that cannot reach Temporal for 10 s hands its shards to one that can, without waiting for them to expire', () => {
     const world = play(2, []);
     world.settle(30_000);
     const [a, b] = world.replicas as [Replica, Replica];
-    a.serving = false;
+    world.reach(a, false);
     const cutAt = world.now;
     while (world.working(b).length < count) world.settle(1_000);
     expect(world.working(a)).toEqual([]);
-    // Released and taken in the next ticks, not after a Lease's 15 s.
-    expect(world.now - cutAt).toBeLessThanOrEqual(3_000);
-    a.serving = true;
+    // Left after 10 s, then released and taken in the next ticks, not after a Lease's 15 s.
+    expect(world.now - cutAt).toBeLessThanOrEqual(contactTiming.leaveAfterMs + 3_000);
+    world.reach(a, true);
+    // Back only after 30 s of answers: a flap does not move shards.
+    world.settle(contactTiming.rejoinAfterMs - 2_000);
+    expect(world.working(a)).toEqual([]);
     world.settle(3 * timing.durationMs);
     expect(world.working(a)).toHaveLength(4);
+  });
+
+  it('moves no shard for an outage shorter than 10 s, of one replica or of all', () => {
+    const world = play(2, []);
+    world.settle(30_000);
+    const before = world.replicas.map((r) => world.working(r).join());
+    for (const r of world.replicas) world.reach(r, false);
+    world.settle(contactTiming.leaveAfterMs - 2_000);
+    for (const r of world.replicas) world.reach(r, true);
+    world.settle(3 * timing.durationMs);
+    expect(world.replicas.map((r) => world.working(r).join())).toEqual(before);
   });
 
   it('keeps its shards while no member can do better: alone, or every replica cut off from Temporal', () => {
     const world = play(2, []);
     world.settle(30_000);
-    for (const r of world.replicas) r.serving = false;
+    for (const r of world.replicas) world.reach(r, false);
     world.settle(3 * timing.durationMs);
-    // The first to notice may give its shards to the other before that one notices too.
+    // The first to leave may give its shards to the other before that one leaves too.
     const worked = world.replicas.flatMap((r) => world.working(r)).sort((x, y) => x - y);
     expect(worked).toEqual([...Array(count).keys()]);
     const [a] = world.replicas as [Replica];
