@@ -63,18 +63,22 @@ export function temporalOutage(stack: StackInfo, { againstAnotherTemporal = fals
       console.log(`Temporal outage: all three changes reconciled ${Date.now() - healed}ms after Temporal returned`);
     }, 150_000);
 
-    clientOnly('notices connections to Temporal that went silent, and carries on', async () => {
-      k.apply(machineModel(cut.ns, 'before-silence'));
-      await ready('before-silence');
-      // The open connections are dead from here on, without a reset or a close.
-      cut.proxy.silence();
-      await sleep(3_000);
-      cut.proxy.heal();
-      const healed = Date.now();
-      k.apply(machineModel(cut.ns, 'after-silence'));
-      await ready('after-silence', 150_000);
-      console.log(`silent Temporal connections: a new model Ready ${Date.now() - healed}ms after the network healed`);
-    }, 200_000);
+    clientOnly(
+      'notices connections to Temporal that went silent, and carries on',
+      async () => {
+        k.apply(machineModel(cut.ns, 'before-silence'));
+        await ready('before-silence');
+        // The open connections are dead from here on, without a reset or a close.
+        cut.proxy.silence();
+        await sleep(3_000);
+        cut.proxy.heal();
+        const healed = Date.now();
+        k.apply(machineModel(cut.ns, 'after-silence'));
+        await ready('after-silence', 150_000);
+        console.log(`silent Temporal connections: a new model Ready ${Date.now() - healed}ms after the network healed`);
+      },
+      200_000,
+    );
 
     it('still shuts down gracefully afterwards', async () => {
       expect(await cut.operator.stop()).toBe(0);
