@@ -566,8 +566,8 @@ export async function runContender(
       counted && { namespaces, events: counted.historyEvents },
       log,
     );
-  options.onMeasured?.(result);
   result.objectsAtDeletion = objectsIn(stack, namespaces);
+  options.onMeasured?.(result);
   if (options.deleteStopped) {
     await process?.stop();
     result.deletedStopped = true;

@@ -35,7 +35,15 @@ describe('the benchmark harness (bench:converge) on 10 objects', () => {
       expect(r.apiserverRequests.POST).toBeGreaterThanOrEqual(10);
       expect(r.deleteSeconds).toBeGreaterThan(0);
       // Handed over before the deletion, with everything but the deletion measured.
-      expect(measured).toEqual({ ...r, deleteSeconds: undefined, ownObjectsGoneSeconds: undefined });
+      expect(measured).toEqual({
+        ...r,
+        deleteSeconds: undefined,
+        ownObjectsGoneSeconds: undefined,
+        deletionCpuSeconds: undefined,
+      });
+      // What the deletion had to delete, and what it cost.
+      expect(r.objectsAtDeletion?.['deployment.apps']).toBe(10);
+      expect(r.deletionCpuSeconds?.machine).toBeGreaterThan(0);
       expect(r.atRest?.seconds).toBe(5);
       expect(r.atRest?.cpuSecondsPerMinute['kube-apiserver']).toBeGreaterThanOrEqual(0);
       expect(r.atRest?.machineCpuSecondsPerMinute).toBeGreaterThan(0);
