@@ -9,13 +9,8 @@ import { operatorBehindProxy } from '../support/operator-behind-proxy.js';
 import { machineModel } from '../support/models.js';
 import type { StackInfo } from '../../tools/local-stack/stack.js';
 
-/**
- * The scenarios, against the stack given: the stack's own Temporal, or the PostgreSQL one
- * (temporal-postgres.test.ts). `againstAnotherTemporal` leaves out the silent connections, which
- * only the client's keepalive decides (a minute of the suite that the first run already proved).
- */
-export function temporalOutage(stack: StackInfo, { againstAnotherTemporal = false } = {}): void {
-  const clientOnly: typeof it = againstAnotherTemporal ? (((..._args: unknown[]) => undefined) as typeof it) : it;
+/** The scenarios, against the stack given (its own Temporal, behind a TCP proxy that cuts the network). */
+export function temporalOutage(stack: StackInfo): void {
   const k = kubectlFor(stack);
   const cut = operatorBehindProxy(stack, 'temporal', 'temporal-outage');
   const { ready, metric } = cut;
@@ -63,22 +58,18 @@ export function temporalOutage(stack: StackInfo, { againstAnotherTemporal = fals
       console.log(`Temporal outage: all three changes reconciled ${Date.now() - healed}ms after Temporal returned`);
     }, 150_000);
 
-    clientOnly(
-      'notices connections to Temporal that went silent, and carries on',
-      async () => {
-        k.apply(machineModel(cut.ns, 'before-silence'));
-        await ready('before-silence');
-        // The open connections are dead from here on, without a reset or a close.
-        cut.proxy.silence();
-        await sleep(3_000);
-        cut.proxy.heal();
-        const healed = Date.now();
-        k.apply(machineModel(cut.ns, 'after-silence'));
-        await ready('after-silence', 150_000);
-        console.log(`silent Temporal connections: a new model Ready ${Date.now() - healed}ms after the network healed`);
-      },
-      200_000,
-    );
+    it('notices connections to Temporal that went silent, and carries on', async () => {
+      k.apply(machineModel(cut.ns, 'before-silence'));
+      await ready('before-silence');
+      // The open connections are dead from here on, without a reset or a close.
+      cut.proxy.silence();
+      await sleep(3_000);
+      cut.proxy.heal();
+      const healed = Date.now();
+      k.apply(machineModel(cut.ns, 'after-silence'));
+      await ready('after-silence', 150_000);
+      console.log(`silent Temporal connections: a new model Ready ${Date.now() - healed}ms after the network healed`);
+    }, 200_000);
 
     it('still shuts down gracefully afterwards', async () => {
       expect(await cut.operator.stop()).toBe(0);
