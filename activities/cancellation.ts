@@ -15,12 +15,15 @@ function stopOf(taskQueue: string): AbortController {
   return stop;
 }
 
-/** The worker's stop each activity started under: a later worker on the queue does not un-stop it. */
-const startedUnder = new WeakMap<Context, AbortSignal>();
+/**
+ * Each activity's cancellation joined with the stop of the worker it started under, made once as it
+ * starts (not at each request): a later worker on the queue does not un-stop it.
+ */
+const endOf = new WeakMap<Context, AbortSignal>();
 
 /** The worker's activity interceptor that ties each activity to the stop of the worker running it. */
 export const tiedToWorkerStop: ActivityInterceptorsFactory = (ctx) => {
-  startedUnder.set(ctx, stopOf(ctx.info.taskQueue).signal);
+  endOf.set(ctx, AbortSignal.any([ctx.cancellationSignal, stopOf(ctx.info.taskQueue).signal]));
   return {};
 };
 
@@ -46,6 +49,5 @@ export function activityCancellation(): AbortSignal | undefined {
   } catch {
     return undefined;
   }
-  const stop = startedUnder.get(context);
-  return stop ? AbortSignal.any([context.cancellationSignal, stop]) : context.cancellationSignal;
+  return endOf.get(context) ?? context.cancellationSignal;
 }

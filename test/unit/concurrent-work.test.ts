@@ -5,26 +5,16 @@ import { describe, expect, it } from 'vitest';
 import { concurrentWork, workIntervals, workers } from '../../bench/harness/concurrent-work.js';
 
 const at = (s: number) => msToTs(s * 1000);
-const taskStarted = (s: number, id: number, identity: string) => ({
+/** An event of one of the kinds the check reads, at second `s`, for the task scheduled as `id`. */
+const event = (kind: string, s: number, id: number, identity?: string) => ({
   eventTime: at(s),
-  workflowTaskStartedEventAttributes: { scheduledEventId: id, identity },
+  [`${kind}EventAttributes`]: { scheduledEventId: id, ...(identity ? { identity } : {}) },
 });
-const taskCompleted = (s: number, id: number) => ({
-  eventTime: at(s),
-  workflowTaskCompletedEventAttributes: { scheduledEventId: id },
-});
-const taskTimedOut = (s: number, id: number) => ({
-  eventTime: at(s),
-  workflowTaskTimedOutEventAttributes: { scheduledEventId: id },
-});
-const activityStarted = (s: number, id: number, identity: string) => ({
-  eventTime: at(s),
-  activityTaskStartedEventAttributes: { scheduledEventId: id, identity },
-});
-const activityCompleted = (s: number, id: number) => ({
-  eventTime: at(s),
-  activityTaskCompletedEventAttributes: { scheduledEventId: id },
-});
+const taskStarted = (s: number, id: number, identity: string) => event('workflowTaskStarted', s, id, identity);
+const taskCompleted = (s: number, id: number) => event('workflowTaskCompleted', s, id);
+const taskTimedOut = (s: number, id: number) => event('workflowTaskTimedOut', s, id);
+const activityStarted = (s: number, id: number, identity: string) => event('activityTaskStarted', s, id, identity);
+const activityCompleted = (s: number, id: number) => event('activityTaskCompleted', s, id);
 
 describe('work on one history by two workers at once', () => {
   it('finds none when the next worker starts after the dead one timed out', () => {
