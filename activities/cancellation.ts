@@ -2,45 +2,37 @@ import { CancelledFailure, Context } from '@temporalio/activity';
 import type { ActivityInterceptorsFactory } from '@temporalio/worker';
 
 /**
- * Each task queue's worker stop. A worker that stops cancels its regular activities only after its
- * grace time and its local activities not at all, and the shard's next owner may write the same
- * objects as soon as the worker is down: so a stopping shard worker ends every activity it started,
- * at once, through this. A worker started later on the queue gets a stop of its own.
- */
-const stops = new Map<string, AbortController>();
-
-function stopOf(taskQueue: string): AbortController {
-  const stop = stops.get(taskQueue) ?? new AbortController();
-  stops.set(taskQueue, stop);
-  return stop;
-}
-
-/**
  * Each activity's cancellation joined with the stop of the worker it started under, made once as it
- * starts (not at each request): a later worker on the queue does not un-stop it.
+ * starts (not at each request).
  */
 const endOf = new WeakMap<Context, AbortSignal>();
 
-/** The worker's activity interceptor that ties each activity to the stop of the worker running it. */
-export const tiedToWorkerStop: ActivityInterceptorsFactory = (ctx) => {
-  endOf.set(ctx, AbortSignal.any([ctx.cancellationSignal, stopOf(ctx.info.taskQueue).signal]));
-  return {};
-};
+/**
+ * One worker's stop. A worker that stops cancels its regular activities only after its grace time and
+ * its local activities not at all, and the shard's next owner may write the same objects as soon as the
+ * worker is down: so a stopping shard worker ends every activity it started, at once, through this.
+ * Each worker has its own: a worker started on the same queue while the old one drains (the shard taken
+ * back) neither un-stops the old one's activities nor inherits its stop.
+ */
+export class WorkerStop {
+  private readonly controller = new AbortController();
 
-/** Ends the activities of the queue's worker, regular and local, and refuses their further requests. */
-export function stopActivitiesOn(taskQueue: string): void {
-  stopOf(taskQueue).abort(new CancelledFailure('WORKER_SHUTDOWN'));
-}
+  /** The worker's activity interceptor that ties each activity it starts to this stop. */
+  readonly interceptor: ActivityInterceptorsFactory = (ctx) => {
+    endOf.set(ctx, AbortSignal.any([ctx.cancellationSignal, this.controller.signal]));
+    return {};
+  };
 
-/** A new worker on the queue (the shard taken back): the activities it starts may run. */
-export function resumeActivitiesOn(taskQueue: string): void {
-  if (stops.get(taskQueue)?.signal.aborted) stops.delete(taskQueue);
+  /** Ends the worker's activities, regular and local, and refuses their further requests. */
+  stop(): void {
+    this.controller.abort(new CancelledFailure('WORKER_SHUTDOWN'));
+  }
 }
 
 /**
  * The running activity's cancellation, or its worker's stop, whichever comes first; undefined outside
- * an activity. Its Kubernetes and gateway requests end with it, so a shard's previous owner writes
- * nothing once its worker is stopping.
+ * an activity. Its Kubernetes and gateway requests end with it: one not yet sent is refused, one under
+ * way is abandoned (a write already received by the server may still take effect).
  */
 export function activityCancellation(): AbortSignal | undefined {
   let context: Context;

@@ -9,7 +9,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { Client } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type { Logger } from 'pino';
-import { resumeActivitiesOn, stopActivitiesOn, tiedToWorkerStop } from '../activities/cancellation.js';
+import { WorkerStop } from '../activities/cancellation.js';
 import { CaddyFleet } from '../activities/gateway/caddy-fleet.js';
 import type { GatewayDriver } from '../activities/gateway/driver.js';
 import { GatewayApiDriver } from '../activities/gateway/gateway-api-driver.js';
@@ -121,6 +121,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
     connection: NativeConnection,
     taskQueue: string,
     activities: object,
+    stop: WorkerStop,
     shutdown = { shutdownGraceTime: '10 seconds' } as { shutdownGraceTime: string; shutdownForceTime?: string },
   ): Promise<Worker> {
     return Worker.create({
@@ -129,7 +130,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
       taskQueue,
       ...workflowSource(),
       activities,
-      interceptors: { activity: [reconcileMetrics.activityInterceptor(), tiedToWorkerStop] },
+      interceptors: { activity: [reconcileMetrics.activityInterceptor(), stop.interceptor] },
       sinks: reconcileMetrics.sinks(),
       maxConcurrentActivityTaskExecutions: config.maxConcurrentActivities,
       maxConcurrentWorkflowTaskExecutions: config.maxConcurrentWorkflowTasks,
@@ -150,7 +151,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
     parts.temporalWatch = watchTemporal(connection, temporal, undefined, probes);
     // The base queue's worker runs everywhere: the janitor, models started before sharding or by mmctl.
     const worker = await untilTemporalAnswers(
-      () => createWorker(connection, config.temporal.taskQueue, activities!),
+      () => createWorker(connection, config.temporal.taskQueue, activities!, new WorkerStop()),
       temporal,
       abort.signal,
     );
@@ -189,23 +190,23 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
       }),
     ]).finally(() => giveUp.removeEventListener('abort', onAbort!));
     const queue = shardTaskQueue(config.temporal.taskQueue, shard);
+    const stop = new WorkerStop();
     const worker = await untilTemporalAnswers(
       () =>
-        createWorker(connection, queue, activities!, {
+        createWorker(connection, queue, activities!, stop, {
           shutdownGraceTime: '4 seconds',
           shutdownForceTime: '6 seconds',
         }),
       temporal,
       giveUp,
     );
-    resumeActivitiesOn(queue);
     const run = worker.run();
     return {
       run,
       async shutdown() {
         // Its activities end now, local ones too (the worker cancels neither in time): the shard's next
         // owner may write as soon as this worker is down.
-        stopActivitiesOn(queue);
+        stop.stop();
         if (worker.getState() === 'RUNNING') worker.shutdown();
         // Forced down (shutdownForceTime): an activity ignored its cancellation and may still run.
         await run.catch((err: unknown) => log.error({ err, shard }, "a shard's worker was forced down"));

@@ -32,6 +32,26 @@ function parseJson(text: string): unknown {
   }
 }
 
+/**
+ * The admin URL (or a comma-separated list of them) as messages and status show it: without any
+ * credentials it holds, which would otherwise reach workflow histories.
+ */
+export function shownURL(adminURL: string): string {
+  return adminURL
+    .split(',')
+    .map((one) => {
+      try {
+        const url = new URL(one.trim());
+        url.username = '';
+        url.password = '';
+        return url.href.replace(/\/+$/, '');
+      } catch {
+        return '(an admin URL that does not parse)';
+      }
+    })
+    .join(',');
+}
+
 export interface CaddyOptions {
   /** Admin API base URL, e.g. http://127.0.0.1:2019. */
   adminURL: string;
@@ -188,7 +208,7 @@ export class CaddyDriver implements GatewayDriver {
       // The activity's cancellation, not the gateway's fault.
       if (signal?.aborted) throw signal.reason;
       const code = (err as NodeJS.ErrnoException).code ?? (err instanceof Error ? err.message : String(err));
-      throw new GatewayUnavailable(`Caddy admin API at ${this.opts.adminURL} is unreachable: ${code}`);
+      throw new GatewayUnavailable(`Caddy admin API at ${this.shownURL} is unreachable: ${code}`);
     }
   }
 
@@ -366,7 +386,7 @@ export class CaddyDriver implements GatewayDriver {
   async apps(): Promise<unknown> {
     const res = await this.call('GET', '/config/apps');
     if (res.status !== 200)
-      throw new GatewayUnavailable(`Caddy at ${this.opts.adminURL} answered ${res.status} for its config`);
+      throw new GatewayUnavailable(`Caddy at ${this.shownURL} answered ${res.status} for its config`);
     return res.json;
   }
 
@@ -377,6 +397,11 @@ export class CaddyDriver implements GatewayDriver {
 
   get adminURL(): string {
     return this.opts.adminURL;
+  }
+
+  /** The admin URL without credentials, for messages and samples. */
+  get shownURL(): string {
+    return shownURL(this.opts.adminURL);
   }
 
   publicURL(route: RouteSpec): string {

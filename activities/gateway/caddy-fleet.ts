@@ -12,7 +12,8 @@ import { CancelledFailure } from '@temporalio/common';
 import type { ModelRef } from '../../src/core/api.js';
 import type { ExistingRoute, RouteSpec } from '../../src/core/route-rules.js';
 import type { TrafficSample } from '../../src/core/rollout.js';
-import { CaddyDriver, type CaddyOptions } from './caddy-driver.js';
+import { activityCancellation } from '../cancellation.js';
+import { CaddyDriver, shownURL, type CaddyOptions } from './caddy-driver.js';
 import { GatewayUnavailable, type GatewayDriver } from './driver.js';
 
 /** Every address a host name resolves to. */
@@ -77,7 +78,7 @@ export class CaddyFleet implements GatewayDriver {
       }),
     );
     const addresses = [...new Set(found.flat())].sort();
-    if (addresses.length === 0) throw new GatewayUnavailable(`no Caddy replica at ${this.opts.adminURL}`);
+    if (addresses.length === 0) throw new GatewayUnavailable(`no Caddy replica at ${shownURL(this.opts.adminURL)}`);
     this.resolved = { at: Date.now(), addresses };
     for (const gone of [...this.drivers.keys()].filter((a) => !addresses.includes(a))) {
       this.drivers.delete(gone);
@@ -121,7 +122,9 @@ export class CaddyFleet implements GatewayDriver {
     const answered = tried.filter((_, i) => serving[i] !== undefined);
     for (const a of tried.filter((_, i) => serving[i] === undefined)) this.leaveOut(a);
     if (answered.length === 0) {
-      throw new GatewayUnavailable(`no Caddy replica at ${this.opts.adminURL} answers (${addresses.length} found)`);
+      throw new GatewayUnavailable(
+        `no Caddy replica at ${shownURL(this.opts.adminURL)} answers (${addresses.length} found)`,
+      );
     }
     const back = (a: string) => this.leftOut.has(a);
     const source = answered.find((a) => serving[tried.indexOf(a)] && !back(a));
@@ -137,14 +140,25 @@ export class CaddyFleet implements GatewayDriver {
     this.leftOut.set(address, Date.now() + this.leftOutSeconds * 1000);
   }
 
-  /** One load at a time per replica in this process, however many activities find it stale at once. */
-  private seed(replica: CaddyDriver, source: CaddyDriver): Promise<void> {
-    let loading = this.seeding.get(replica);
-    if (!loading) {
-      loading = (async () => replica.loadApps(await source.apps()))().finally(() => this.seeding.delete(replica));
-      this.seeding.set(replica, loading);
+  /**
+   * One load at a time per replica in this process, however many activities find it stale at once. A
+   * load ended by the cancellation of the activity that started it is started again by a waiter whose
+   * own activity goes on (one shard's stop must not fail other shards' gateway steps).
+   */
+  private async seed(replica: CaddyDriver, source: CaddyDriver): Promise<void> {
+    for (;;) {
+      let loading = this.seeding.get(replica);
+      if (!loading) {
+        loading = (async () => replica.loadApps(await source.apps()))().finally(() => this.seeding.delete(replica));
+        this.seeding.set(replica, loading);
+      }
+      try {
+        return await loading;
+      } catch (err) {
+        if (err instanceof CancelledFailure && !activityCancellation()?.aborted) continue;
+        throw err;
+      }
     }
-    return loading;
   }
 
   /**
@@ -191,7 +205,7 @@ export class CaddyFleet implements GatewayDriver {
 
   /** The canary's requests on every replica, each counted apart: each replica counts its own share. */
   async traffic(routeId: string): Promise<TrafficSample> {
-    const samples = await this.onEach(async (r) => [r.adminURL, await r.traffic(routeId)] as const);
+    const samples = await this.onEach(async (r) => [r.shownURL, await r.traffic(routeId)] as const);
     return {
       requests: samples.reduce((n, [, s]) => n + s.requests, 0),
       errors: samples.reduce((n, [, s]) => n + s.errors, 0),

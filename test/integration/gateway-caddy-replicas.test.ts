@@ -6,7 +6,11 @@ import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { CancelledFailure } from '@temporalio/activity';
+import { MockActivityEnvironment } from '@temporalio/testing';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { WorkerStop } from '../../activities/cancellation.js';
+import type { CaddyDriver } from '../../activities/gateway/caddy-driver.js';
 import { CaddyFleet } from '../../activities/gateway/caddy-fleet.js';
 import { request } from '../../activities/gateway/http.js';
 import { routeId, type RouteSpec } from '../../src/core/route-rules.js';
@@ -138,6 +142,44 @@ describe('Caddy on two replicas', () => {
     expect((await fleet.list()).filter((r) => r.incomplete)).toEqual([]);
     expect(await answers(b, 'late')).toBe(true);
     await fleet.remove(routeFor('late').id, { namespace: 'replicas', name: 'late', uid: 'u' });
+  });
+
+  // Seen in review: several activities share one load of a stale replica, and the load ends with the
+  // cancellation of the activity that started it (its shard's worker stopping).
+  it("goes on with a replica's load when the activity that started it is cancelled", async () => {
+    const fleet = fleetOf(a, b);
+    await fleet.put(routeFor('shared-load'));
+    // Replica b loses its models' server: the next call of each activity loads it from a.
+    expect((await request('DELETE', `${b.adminURL}/config/apps/http/servers/machinemodels`)).status).toBe(200);
+    // The load is held until both activities wait on it; everything it sends is real.
+    const stale = (fleet as unknown as { driver(address: string): CaddyDriver }).driver(b.adminURL.replace(/\/+$/, ''));
+    const load = stale.loadApps.bind(stale);
+    const checks = stale.hasServer.bind(stale);
+    let checked = 0;
+    stale.hasServer = async () => checks().finally(() => checked++);
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    stale.loadApps = async (apps) => {
+      await held;
+      return load(apps);
+    };
+    const first = new WorkerStop();
+    const firstRun = new MockActivityEnvironment({}, { interceptors: [first.interceptor] })
+      .run(() => fleet.list())
+      .catch((err: unknown) => err);
+    await eventually('the first activity waits on the load', () => checked === 1);
+    const secondRun = new MockActivityEnvironment({}, { interceptors: [new WorkerStop().interceptor] }).run(() =>
+      fleet.list(),
+    );
+    await eventually('the second activity waits on the load', () => checked === 2);
+    await new Promise((resolve) => setImmediate(resolve));
+    first.stop();
+    release();
+    expect(await firstRun).toBeInstanceOf(CancelledFailure);
+    const routes = (await secondRun) as Awaited<ReturnType<CaddyFleet['list']>>;
+    expect(routes.find((r) => r.id === routeFor('shared-load').id)?.incomplete).toBeUndefined();
+    expect(await answers(b, 'shared-load')).toBe(true);
+    await fleet.remove(routeFor('shared-load').id, { namespace: 'replicas', name: 'shared-load', uid: 'u' });
   });
 
   it('removes a route from every replica', async () => {
