@@ -7,6 +7,7 @@
 // No Temporal and no workflows: this measures the informer's caches, which is what grows with N.
 // Usage: npm run bench:informer -- [--models 10000] [--namespaces 100] [--shards 4] [--label word]
 import { execFileSync, spawnSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -130,7 +131,9 @@ async function main(): Promise<void> {
   try {
     makeRoom(stack, models);
     installCrds(stack);
-    const namespaces = Array.from({ length: k }, (_, j) => `informer-${j}`);
+    // Names that differ early, as tenants' do: names alike (informer-1, informer-2, ...) hash close
+    // together and land on one or two shards (docs/scaling.md).
+    const namespaces = Array.from({ length: k }, () => `informer-${randomUUID().slice(0, 8)}`);
     for (const ns of namespaces) kubectlRun(stack, ['create', 'namespace', ns]);
     const admin = new KubeConfig();
     admin.loadFromFile(stack.kubeconfig);

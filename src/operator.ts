@@ -150,8 +150,9 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
     const connection = await untilTemporalAnswers(workerConnector(config.temporal), temporal, abort.signal);
     parts.temporalWatch = watchTemporal(connection, temporal, undefined, probes);
     // The base queue's worker runs everywhere: the janitor, models started before sharding or by mmctl.
+    const stop = new WorkerStop();
     const worker = await untilTemporalAnswers(
-      () => createWorker(connection, config.temporal.taskQueue, activities!, new WorkerStop()),
+      () => createWorker(connection, config.temporal.taskQueue, activities!, stop),
       temporal,
       abort.signal,
     );
@@ -159,6 +160,8 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
     const run = worker.run().finally(() => connection.close());
     run.then(settle.resolve, settle.reject);
     parts.worker = async () => {
+      // As a shard worker's: a replica going away (a rolling upgrade) writes nothing once stopping.
+      stop.stop();
       if (worker.getState() === 'RUNNING') worker.shutdown();
       await run.catch(() => undefined);
     };
@@ -200,7 +203,8 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
       temporal,
       giveUp,
     );
-    const run = worker.run();
+    // A worker that fails on its own stops its activities too.
+    const run = worker.run().finally(() => stop.stop());
     return {
       run,
       async shutdown() {

@@ -33,18 +33,15 @@ function parseJson(text: string): unknown {
 }
 
 /**
- * The admin URL (or a comma-separated list of them) as messages and status show it: without any
- * credentials it holds, which would otherwise reach workflow histories.
+ * The admin URL (or a comma-separated list of them) as messages and traffic samples show it: scheme,
+ * host and port only. Credentials or a token in its path would otherwise reach workflow histories.
  */
 export function shownURL(adminURL: string): string {
   return adminURL
     .split(',')
     .map((one) => {
       try {
-        const url = new URL(one.trim());
-        url.username = '';
-        url.password = '';
-        return url.href.replace(/\/+$/, '');
+        return new URL(one.trim()).origin;
       } catch {
         return '(an admin URL that does not parse)';
       }

@@ -40,6 +40,14 @@ function atAddress(url: URL, address: string): string {
   return u.href.replace(/\/+$/, '');
 }
 
+/** Rejects with the signal's reason once it aborts (never settles otherwise). */
+function untilAborted(signal: AbortSignal): Promise<never> {
+  return new Promise((_, reject) => {
+    if (signal.aborted) reject(signal.reason);
+    else signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+  });
+}
+
 export class CaddyFleet implements GatewayDriver {
   readonly kind = 'caddy';
   private readonly urls: URL[];
@@ -152,10 +160,12 @@ export class CaddyFleet implements GatewayDriver {
         loading = (async () => replica.loadApps(await source.apps()))().finally(() => this.seeding.delete(replica));
         this.seeding.set(replica, loading);
       }
+      const own = activityCancellation();
       try {
-        return await loading;
+        // A waiter whose own activity is cancelled stops waiting (its worker is stopping).
+        return await (own ? Promise.race([loading, untilAborted(own)]) : loading);
       } catch (err) {
-        if (err instanceof CancelledFailure && !activityCancellation()?.aborted) continue;
+        if (err instanceof CancelledFailure && !own?.aborted) continue;
         throw err;
       }
     }

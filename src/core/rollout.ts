@@ -180,13 +180,24 @@ function counted(last: TrafficSample | undefined, now: TrafficSample): TrafficSa
 }
 
 /**
+ * A replica's admin URL as its scheme, host and port. Readings by 0.2.0 named replicas by the whole
+ * URL (credentials and path too; later ones by this, to keep them out of histories), and a step under
+ * way across the upgrade compares one of each. Both sides are reduced alike, so a recorded history
+ * compares the same replicas as it did.
+ */
+function replicaOrigin(url: string): string {
+  return url.replace(/^([a-z][a-z0-9+.-]*:\/\/)(?:[^/?#@]*@)?([^/?#]*).*$/i, '$1$2');
+}
+
+/**
  * The step's requests so far (`total`), with the gateway's counters read again (`now`) after the
  * reading before (`last`). Counters that started again from zero count from there: requests answered
  * between the last reading and that restart are not seen.
  */
 export function addTraffic(total: TrafficSample, last: TrafficSample | undefined, now: TrafficSample): TrafficSample {
+  const before = new Map(Object.entries(last?.replicas ?? {}).map(([replica, s]) => [replicaOrigin(replica), s]));
   const parts = now.replicas
-    ? Object.entries(now.replicas).map(([replica, sample]) => counted(last?.replicas?.[replica], sample))
+    ? Object.entries(now.replicas).map(([replica, sample]) => counted(before.get(replicaOrigin(replica)), sample))
     : [counted(last, now)];
   return parts.reduce((sum, p) => ({ requests: sum.requests + p.requests, errors: sum.errors + p.errors }), {
     requests: total.requests,

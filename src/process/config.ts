@@ -82,6 +82,10 @@ interface GatewayFlags {
 
 export function gatewayConfigFrom(f: GatewayFlags): GatewayConfig {
   if (f.gateway === 'caddy') {
+    for (const one of f.caddyAdmin.split(',')) {
+      // Not the value itself: it may hold credentials, and this message reaches the log.
+      if (!URL.canParse(one.trim())) throw new InvalidArgumentError('--caddy-admin must be URLs separated by commas');
+    }
     const host = f.caddyListen.startsWith(':') ? `localhost${f.caddyListen}` : f.caddyListen;
     return {
       kind: 'caddy',

@@ -152,11 +152,16 @@ describe('Caddy on two replicas', () => {
     // Replica b loses its models' server: the next call of each activity loads it from a.
     expect((await request('DELETE', `${b.adminURL}/config/apps/http/servers/machinemodels`)).status).toBe(200);
     // The load is held until both activities wait on it; everything it sends is real.
-    const stale = (fleet as unknown as { driver(address: string): CaddyDriver }).driver(b.adminURL.replace(/\/+$/, ''));
+    const driverOf = (replica: CaddyProcess) =>
+      (fleet as unknown as { driver(address: string): CaddyDriver }).driver(replica.adminURL.replace(/\/+$/, ''));
+    const stale = driverOf(b);
     const load = stale.loadApps.bind(stale);
-    const checks = stale.hasServer.bind(stale);
+    // Each activity checks both replicas before it loads the stale one.
     let checked = 0;
-    stale.hasServer = async () => checks().finally(() => checked++);
+    for (const driver of [driverOf(a), stale]) {
+      const check = driver.hasServer.bind(driver);
+      driver.hasServer = async () => check().finally(() => checked++);
+    }
     let release!: () => void;
     const held = new Promise<void>((resolve) => (release = resolve));
     stale.loadApps = async (apps) => {
@@ -167,15 +172,16 @@ describe('Caddy on two replicas', () => {
     const firstRun = new MockActivityEnvironment({}, { interceptors: [first.interceptor] })
       .run(() => fleet.list())
       .catch((err: unknown) => err);
-    await eventually('the first activity waits on the load', () => checked === 1);
+    await eventually('the first activity waits on the load', () => checked === 2);
     const secondRun = new MockActivityEnvironment({}, { interceptors: [new WorkerStop().interceptor] }).run(() =>
       fleet.list(),
     );
-    await eventually('the second activity waits on the load', () => checked === 2);
+    await eventually('the second activity waits on the load', () => checked === 4);
     await new Promise((resolve) => setImmediate(resolve));
+    // The stopped activity ends at once, without waiting for the load (still held) to end.
     first.stop();
-    release();
     expect(await firstRun).toBeInstanceOf(CancelledFailure);
+    release();
     const routes = (await secondRun) as Awaited<ReturnType<CaddyFleet['list']>>;
     expect(routes.find((r) => r.id === routeFor('shared-load').id)?.incomplete).toBeUndefined();
     expect(await answers(b, 'shared-load')).toBe(true);

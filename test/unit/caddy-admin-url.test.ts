@@ -7,8 +7,8 @@ import { GatewayUnavailable } from '../../activities/gateway/driver.js';
 import { freePort } from '../../tools/local-stack/processes.js';
 
 describe('shownURL', () => {
-  it('drops the user and password of each URL in a list and keeps the rest', () => {
-    expect(shownURL('http://admin:s3cret@caddy-admin.gw.svc:2019/, https://ops@10.0.0.7:2019')).toBe(
+  it('shows each URL of a list as its scheme, host and port: no user, password or path', () => {
+    expect(shownURL('http://admin:s3cret@caddy-admin.gw.svc:2019/, https://ops@10.0.0.7:2019/t0ken/')).toBe(
       'http://caddy-admin.gw.svc:2019,https://10.0.0.7:2019',
     );
     expect(shownURL('http://127.0.0.1:2019')).toBe('http://127.0.0.1:2019');

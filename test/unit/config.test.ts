@@ -60,4 +60,10 @@ describe('parseOperatorConfig', () => {
     );
     expect(() => parseOperatorConfig(['--temporal-tls-cert', '/c.pem'])).toThrow(/go together/);
   });
+
+  it('rejects a Caddy admin URL that does not parse without repeating it (it may hold credentials)', () => {
+    const parse = () => parseOperatorConfig(['--gateway', 'caddy', '--caddy-admin', 'http://admin:s3cret@[caddy']);
+    expect(parse).toThrow(/--caddy-admin must be URLs separated by commas/);
+    expect(parse).not.toThrow(/s3cret/);
+  });
 });

@@ -199,6 +199,14 @@ describe('the verdict on a canary', () => {
     expect(addTraffic({ requests: 0, errors: 0 }, first, second)).toEqual({ requests: 50 + 20 + 7, errors: 2 });
   });
 
+  it("matches a replica's reading named by its whole admin URL (0.2.0) with one named by its origin", () => {
+    const before = { requests: 100, errors: 1, countedSince: 1 };
+    const first = { requests: 100, errors: 1, replicas: { 'http://admin:pw@10.0.0.7:2019/caddy': before } };
+    const now = { requests: 130, errors: 2, countedSince: 1 };
+    const second = { requests: 130, errors: 2, replicas: { 'http://10.0.0.7:2019': now } };
+    expect(addTraffic({ requests: 0, errors: 0 }, first, second)).toEqual({ requests: 30, errors: 1 });
+  });
+
   it('leaves the decision to a person when too few requests came to judge', () => {
     expect(judgeCanary(plan.analysis, { ...ready, traffic: { requests: 3, errors: 3 } }, true)).toEqual({
       kind: 'inconclusive',
