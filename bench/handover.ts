@@ -97,7 +97,9 @@ async function main(): Promise<void> {
     makeRoom(stack, 2 * models);
     installCrds(stack);
     const id = randomUUID().slice(0, 6);
-    const namespaces = Array.from({ length: k }, (_, j) => `handover-${id}-${j}`);
+    // Names that differ early, as tenants' do: names alike (handover-1, handover-2, ...) hash close
+    // together and could leave one replica's shards empty (docs/scaling.md).
+    const namespaces = Array.from({ length: k }, () => `handover-${randomUUID().slice(0, 8)}`);
     for (const ns of namespaces) kubectlRun(stack, ['create', 'namespace', ns]);
     const env = {
       MMO_NAMESPACES: namespaces.join(','),
