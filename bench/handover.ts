@@ -7,13 +7,12 @@
 // activities (their last attempts: a retried one shows only its last) ran on two replicas at once,
 // from the histories; local activities run inside workflow tasks.
 // Usage: npm run bench:handover -- [--models 1000] [--namespaces 16] [--pause 300] [--label word]
-import { execFileSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Command, InvalidArgumentError, Option } from 'commander';
+import { Command, Option } from 'commander';
+import { wholeNumber } from '../src/process/config.js';
 import type { RolloutSpec } from '../src/core/api.js';
 import { cacheRoot } from '../tools/local-stack/components.js';
 import { down, kubectlRun, up, type StackInfo } from '../tools/local-stack/stack.js';
@@ -27,13 +26,9 @@ import {
 } from '../test/support/operator-process.js';
 import { concurrentWork, workIntervals, workers } from './harness/concurrent-work.js';
 import { imageNodeOptions } from './harness/image-node-options.js';
+import { resultsFile } from './harness/results-file.js';
 import { makeRoom } from './harness/run.js';
 
-const wholeNumber = (name: string) => (v: string) => {
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`${name}: a whole number above 0, got "${v}"`);
-  return n;
-};
 const cmd = new Command('bench:handover')
   .addOption(new Option('--models <n>', 'models').argParser(wholeNumber('--models')).default(1000))
   .addOption(new Option('--namespaces <k>', 'namespaces').argParser(wholeNumber('--namespaces')).default(16))
@@ -82,14 +77,7 @@ const apply = (stack: StackInfo, items: object[]) =>
   kubectlRun(stack, ['apply', '--server-side', '-f', '-'], JSON.stringify({ apiVersion: 'v1', kind: 'List', items }));
 
 async function main(): Promise<void> {
-  const date = new Date().toISOString().slice(0, 10);
-  const resultsDir = fileURLToPath(new URL('./results', import.meta.url));
-  mkdirSync(resultsDir, { recursive: true });
-  const file = path.join(
-    resultsDir,
-    [date, models, `ns${k}`, 'handover', ...(label ? [label] : [])].join('-') + '.json',
-  );
-  const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+  const { file, date, commit } = resultsFile([models, `ns${k}`, 'handover', label]);
   const stack = await up({ stateDir, ports: 'auto', fresh: true, podMetrics: false, realNode: false, log });
   const replicas: ShardedReplica[] = [];
   try {

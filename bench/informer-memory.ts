@@ -6,13 +6,14 @@
 // for none (the libraries' base), and once for each half of the shards two replicas would hold.
 // No Temporal and no workflows: this measures the informer's caches, which is what grows with N.
 // Usage: npm run bench:informer -- [--models 10000] [--namespaces 100] [--shards 4] [--label word]
-import { execFileSync, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { KubeConfig, KubernetesObjectApi, type KubernetesObject } from '@kubernetes/client-node';
 import { Command, InvalidArgumentError, Option } from 'commander';
+import { wholeNumber } from '../src/process/config.js';
 import type { MachineModelSpec } from '../src/core/api.js';
 import { buildDeployment, buildService, childLabels, defaultBuildOptions } from '../src/core/desired-state.js';
 import { shardOf } from '../src/core/shards.js';
@@ -20,13 +21,9 @@ import { cacheRoot } from '../tools/local-stack/components.js';
 import { down, fakeNodeName, kubectlRun, up } from '../tools/local-stack/stack.js';
 import { machineModel } from '../test/support/models.js';
 import { installCrds, operatorKubeconfig } from '../test/support/operator-process.js';
+import { resultsFile } from './harness/results-file.js';
 import { makeRoom } from './harness/run.js';
 
-const wholeNumber = (name: string) => (v: string) => {
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`${name}: a whole number above 0, got "${v}"`);
-  return n;
-};
 const cmd = new Command('bench:informer')
   .addOption(new Option('--models <n>', 'models').argParser(wholeNumber('--models')).default(10_000))
   .addOption(new Option('--namespaces <k>', 'namespaces').argParser(wholeNumber('--namespaces')).default(100))
@@ -119,14 +116,7 @@ function halves(count: number): number[][] {
 
 async function main(): Promise<void> {
   if (shards % 2 !== 0) throw new InvalidArgumentError('--shards: an even number, split between two replicas');
-  const date = new Date().toISOString().slice(0, 10);
-  const resultsDir = fileURLToPath(new URL('./results', import.meta.url));
-  mkdirSync(resultsDir, { recursive: true });
-  const file = path.join(
-    resultsDir,
-    [date, models, `ns${k}`, 'informer', ...(label ? [label] : [])].join('-') + '.json',
-  );
-  const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+  const { file, commit } = resultsFile([models, `ns${k}`, 'informer', label]);
   const stack = await up({ stateDir, ports: 'auto', fresh: true, podMetrics: false, realNode: false, log });
   try {
     makeRoom(stack, models);
