@@ -150,6 +150,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
     const connection = await untilTemporalAnswers(workerConnector(config.temporal), temporal, abort.signal);
     parts.temporalWatch = watchTemporal(connection, temporal, undefined, probes);
     // The base queue's worker runs everywhere: the janitor, models started before sharding or by mmctl.
+    // Never stopped early: the process ends with this worker, and its activities get the grace time.
     const stop = new WorkerStop();
     const worker = await untilTemporalAnswers(
       () => createWorker(connection, config.temporal.taskQueue, activities!, stop),
@@ -160,8 +161,6 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
     const run = worker.run().finally(() => connection.close());
     run.then(settle.resolve, settle.reject);
     parts.worker = async () => {
-      // As a shard worker's: a replica going away (a rolling upgrade) writes nothing once stopping.
-      stop.stop();
       if (worker.getState() === 'RUNNING') worker.shutdown();
       await run.catch(() => undefined);
     };

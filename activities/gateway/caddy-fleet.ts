@@ -40,12 +40,20 @@ function atAddress(url: URL, address: string): string {
   return u.href.replace(/\/+$/, '');
 }
 
-/** Rejects with the signal's reason once it aborts (never settles otherwise). */
-function untilAborted(signal: AbortSignal): Promise<never> {
-  return new Promise((_, reject) => {
-    if (signal.aborted) reject(signal.reason);
-    else signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+/** `work`, or the signal's reason if it aborts first; its listener goes either way. */
+async function unlessAborted<T>(work: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return work;
+  let onAbort!: () => void;
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => reject(signal.reason);
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
   });
+  try {
+    return await Promise.race([work, aborted]);
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+  }
 }
 
 export class CaddyFleet implements GatewayDriver {
@@ -163,7 +171,7 @@ export class CaddyFleet implements GatewayDriver {
       const own = activityCancellation();
       try {
         // A waiter whose own activity is cancelled stops waiting (its worker is stopping).
-        return await (own ? Promise.race([loading, untilAborted(own)]) : loading);
+        return await unlessAborted(loading, own);
       } catch (err) {
         if (err instanceof CancelledFailure && !own?.aborted) continue;
         throw err;

@@ -82,10 +82,14 @@ interface GatewayFlags {
 
 export function gatewayConfigFrom(f: GatewayFlags): GatewayConfig {
   if (f.gateway === 'caddy') {
-    for (const one of f.caddyAdmin.split(',')) {
-      // Not the value itself: it may hold credentials, and this message reaches the log.
-      if (!URL.canParse(one.trim())) throw new InvalidArgumentError('--caddy-admin must be URLs separated by commas');
-    }
+    // Each replica is named by its scheme, host and port in traffic samples and messages (never by its
+    // credentials or path): so each URL must be http(s) and name a replica of its own. The messages do
+    // not repeat the value, which may hold credentials and reaches the log.
+    const origins = f.caddyAdmin.split(',').map((one) => (URL.canParse(one.trim()) ? new URL(one.trim()) : undefined));
+    if (origins.some((u) => u?.protocol !== 'http:' && u?.protocol !== 'https:'))
+      throw new InvalidArgumentError('--caddy-admin must be http(s) URLs separated by commas');
+    if (new Set(origins.map((u) => u!.origin)).size !== origins.length)
+      throw new InvalidArgumentError('--caddy-admin: each URL must have a scheme, host and port of its own');
     const host = f.caddyListen.startsWith(':') ? `localhost${f.caddyListen}` : f.caddyListen;
     return {
       kind: 'caddy',

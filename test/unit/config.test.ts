@@ -63,7 +63,19 @@ describe('parseOperatorConfig', () => {
 
   it('rejects a Caddy admin URL that does not parse without repeating it (it may hold credentials)', () => {
     const parse = () => parseOperatorConfig(['--gateway', 'caddy', '--caddy-admin', 'http://admin:s3cret@[caddy']);
-    expect(parse).toThrow(/--caddy-admin must be URLs separated by commas/);
+    expect(parse).toThrow(/--caddy-admin must be http\(s\) URLs separated by commas/);
     expect(parse).not.toThrow(/s3cret/);
+    // A host:port without a scheme parses as a URL of scheme "caddy-admin.gw.svc:".
+    expect(() => parseOperatorConfig(['--gateway', 'caddy', '--caddy-admin', 'caddy-admin.gw.svc:2019'])).toThrow(
+      /must be http\(s\) URLs/,
+    );
+    // Two URLs of one replica (another path or other credentials): its traffic would count once.
+    const twice = ['--gateway', 'caddy', '--caddy-admin', 'http://u:p@10.0.0.7:2019/a,http://10.0.0.7:2019/b'];
+    expect(() => parseOperatorConfig(twice)).toThrow(/scheme, host and port of its own/);
+    expect(
+      parseOperatorConfig(['--gateway', 'caddy', '--caddy-admin', 'http://a:2019,http://b:2019']).gateway,
+    ).toMatchObject({
+      adminURL: 'http://a:2019,http://b:2019',
+    });
   });
 });
