@@ -121,7 +121,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
     connection: NativeConnection,
     taskQueue: string,
     activities: object,
-    stop: WorkerStop,
+    stop: WorkerStop | undefined,
     shutdown = { shutdownGraceTime: '10 seconds' } as { shutdownGraceTime: string; shutdownForceTime?: string },
   ): Promise<Worker> {
     return Worker.create({
@@ -130,7 +130,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
       taskQueue,
       ...workflowSource(),
       activities,
-      interceptors: { activity: [reconcileMetrics.activityInterceptor(), stop.interceptor] },
+      interceptors: { activity: [reconcileMetrics.activityInterceptor(), ...(stop ? [stop.interceptor] : [])] },
       sinks: reconcileMetrics.sinks(),
       maxConcurrentActivityTaskExecutions: config.maxConcurrentActivities,
       maxConcurrentWorkflowTaskExecutions: config.maxConcurrentWorkflowTasks,
@@ -150,10 +150,9 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
     const connection = await untilTemporalAnswers(workerConnector(config.temporal), temporal, abort.signal);
     parts.temporalWatch = watchTemporal(connection, temporal, undefined, probes);
     // The base queue's worker runs everywhere: the janitor, models started before sharding or by mmctl.
-    // Never stopped early: the process ends with this worker, and its activities get the grace time.
-    const stop = new WorkerStop();
+    // No stop of its own: the process ends with this worker, and its activities get the grace time.
     const worker = await untilTemporalAnswers(
-      () => createWorker(connection, config.temporal.taskQueue, activities!, stop),
+      () => createWorker(connection, config.temporal.taskQueue, activities!, undefined),
       temporal,
       abort.signal,
     );
