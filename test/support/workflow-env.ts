@@ -2,7 +2,7 @@
 // code, stubbed activities (a FakeCluster).
 import { randomUUID } from 'node:crypto';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Worker } from '@temporalio/worker';
+import { Worker, type WorkerOptions } from '@temporalio/worker';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, inject } from 'vitest';
 import { ReconcileMetrics } from '../../src/process/reconcile-metrics.js';
@@ -14,9 +14,10 @@ import type { MachineModelWorkflowInput } from '../../workflows/definitions.js';
 
 export interface WorkflowTestEnv {
   env: TestWorkflowEnvironment;
-  /** Runs `fn` while a worker with the cluster's activities polls a task queue of its own. */
   /** Runs `fn` with a worker on a task queue of its own; `metrics` is the registry its metrics land in. */
   withWorker(cluster: FakeCluster, fn: (taskQueue: string, metrics: Registry) => Promise<void>): Promise<void>;
+  /** A worker, not yet running, on `taskQueue` with `activities`, set up as withWorker's but for `options`. */
+  worker(activities: object, taskQueue: string, options?: Partial<WorkerOptions>): Promise<Worker>;
 }
 
 /** One environment for the test file: created before its tests, torn down after them. */
@@ -33,6 +34,7 @@ export function useWorkflowTestEnv(): WorkflowTestEnv {
       return created!.env;
     },
     withWorker: (cluster, fn) => created!.withWorker(cluster, fn),
+    worker: (activities, taskQueue, options) => created!.worker(activities, taskQueue, options),
   };
 }
 
@@ -42,23 +44,28 @@ async function workflowTestEnv(): Promise<WorkflowTestEnv & { teardown(): Promis
   });
   await registerSearchAttributes(env.connection);
   const workflowBundle = { code: inject('workflowBundleCode') };
+  const createWorker = (activities: object, taskQueue: string, options: Partial<WorkerOptions>, registry: Registry) => {
+    const metrics = new ReconcileMetrics(registry);
+    return Worker.create({
+      connection: env.nativeConnection,
+      taskQueue,
+      workflowBundle,
+      activities,
+      // The workflow reports its rounds to this sink and its steps to this interceptor, as the operator's.
+      sinks: metrics.sinks(),
+      interceptors: { activity: [metrics.activityInterceptor()] },
+      ...options,
+    });
+  };
   return {
     env,
     async withWorker(cluster, fn) {
       const taskQueue = `wf-${randomUUID()}`;
       const registry = new Registry();
-      const metrics = new ReconcileMetrics(registry);
-      const worker = await Worker.create({
-        connection: env.nativeConnection,
-        taskQueue,
-        workflowBundle,
-        activities: cluster.activities(),
-        // The workflow reports its rounds to this sink and its steps to this interceptor, as the operator's.
-        sinks: metrics.sinks(),
-        interceptors: { activity: [metrics.activityInterceptor()] },
-      });
+      const worker = await createWorker(cluster.activities(), taskQueue, {}, registry);
       await worker.runUntil(fn(taskQueue, registry));
     },
+    worker: (activities, taskQueue, options = {}) => createWorker(activities, taskQueue, options, new Registry()),
     teardown: () => env.teardown(),
   };
 }
