@@ -12,6 +12,7 @@ import {
   continueAsNew,
   getExternalWorkflowHandle,
   isCancellation,
+  patched,
   proxySinks,
   setCurrentDetails,
   setHandler,
@@ -47,7 +48,10 @@ import {
   type RolloutView,
 } from './rollout-definitions.js';
 import type { ReconcileSinks } from './definitions.js';
+import type { PatchId } from './patches.js';
 import { step } from './steps.js';
+
+const lookAsksAgain: PatchId = 'look-asks-again';
 
 const { metrics } = proxySinks<ReconcileSinks>();
 
@@ -180,6 +184,9 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
       case 'look': {
         if (want?.replicas !== command.replicas || want.step !== state.step)
           await ask({ replicas: command.replicas, weight: state.weight });
+        // Level-triggered: an ask the round has not answered by the next look (lost, or the round ended
+        // early) is made again, as answerTo does for a share.
+        else if (patched(lookAsksAgain) && answered?.seq !== want.seq) await report(undefined, true);
         const [health, traffic] = await Promise.all([
           step('canaryHealth', `look at the canary of ${label}: ${command.replicas} × ${revision.image}`, {
             ref,

@@ -21,7 +21,7 @@ export interface PatchRecord {
 }
 
 // Every path that existed at v0.1.0 is the baseline. v0.1.0 shipped no rollout workflow, so
-// canaryRolloutWorkflow needs no patch until a release ships it.
+// canaryRolloutWorkflow's patches begin with those after v0.2.0, which shipped it.
 export const patches = {
   'canary-rollouts': {
     workflow: 'machineModelWorkflow',
@@ -41,6 +41,20 @@ export const patches = {
     guards:
       'a round reads the object and applies its children in one step (readAndApply) when it can only be an apply, and writes the status too when nothing lies between (no route to publish, no rollout)',
     addedIn: '0.2.0',
+    stage: 'patched',
+  },
+  'rollout-known-before-start': {
+    workflow: 'machineModelWorkflow',
+    guards:
+      'a rollout is recorded before its child workflow starts, so its first report, when it comes in the same workflow task as the start, is kept (it was dropped, and the canary never came)',
+    addedIn: '0.3.0',
+    stage: 'patched',
+  },
+  'look-asks-again': {
+    workflow: 'canaryRolloutWorkflow',
+    guards:
+      "a rollout that looks at its canary reports its ask again while the model's round has not answered it (a lost ask left it waiting for its ready deadline)",
+    addedIn: '0.3.0',
     stage: 'patched',
   },
 } as const satisfies Record<string, PatchRecord>;

@@ -31,6 +31,7 @@ import {
 import { localFirst as kubeStep } from './steps.js';
 
 const canaryRollouts: PatchId = 'canary-rollouts';
+const rolloutKnownBeforeStart: PatchId = 'rollout-known-before-start';
 
 /** What the round's status says of a rollout. */
 export interface RolloutFollowUp {
@@ -99,6 +100,21 @@ export function rolloutSteps(state: Pick<CarriedState, 'rollout' | 'canaryShare'
     const { ref } = model;
     const stable = applied.rollout!.stable;
     const workflowId = rolloutWorkflowId(ref, revisionName(revision));
+    const stableReplicas = Math.max(1, applied.readiness.desiredReplicas);
+    const recorded: RolloutState = {
+      workflowId,
+      revision,
+      stable,
+      running: true,
+      plan: model.spec.rollout!,
+      stableReplicas,
+    };
+    // The rollout's first ask can come in the same workflow task as its start (a task that waited on a
+    // busy worker), and the SDK runs that task's signal handlers before this code resumes: the report
+    // must find its rollout known already, or the ask is dropped and the canary never comes.
+    const knownFirst = patched(rolloutKnownBeforeStart);
+    const before = state.rollout;
+    if (knownFirst) state.rollout = recorded;
     let adopted = false;
     try {
       await startChild<typeof canaryRolloutWorkflow>(rolloutWorkflowType, {
@@ -109,7 +125,7 @@ export function rolloutSteps(state: Pick<CarriedState, 'rollout' | 'canaryShare'
             revision,
             stable,
             plan: model.spec.rollout!,
-            stableReplicas: Math.max(1, applied.readiness.desiredReplicas),
+            stableReplicas,
             readyDeadlineSeconds,
           },
         ],
@@ -118,11 +134,13 @@ export function rolloutSteps(state: Pick<CarriedState, 'rollout' | 'canaryShare'
       });
     } catch (err) {
       // This revision's rollout runs already (this workflow was reset, or lost its state): follow it.
-      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) {
+        if (knownFirst) state.rollout = before;
+        throw err;
+      }
       adopted = true;
     }
-    const stableReplicas = Math.max(1, applied.readiness.desiredReplicas);
-    state.rollout = { workflowId, revision, stable, running: true, plan: model.spec.rollout!, stableReplicas };
+    if (!knownFirst) state.rollout = recorded;
     return adopted
       ? `rollout of ${revision.image} running already: following it`
       : `rollout of ${revision.image} started`;

@@ -29,7 +29,7 @@ const plan: RolloutSpec = {
 };
 
 /** Starts a rollout as the child of the harness that plays the model's round; the rollout's handle. */
-async function start(taskQueue: string, overrides: Partial<CanaryRolloutInput> = {}) {
+async function start(taskQueue: string, overrides: Partial<CanaryRolloutInput> = {}, harnessOptions = {}) {
   const input: CanaryRolloutInput = {
     ref: { namespace: 'default', name: 'm', uid: 'uid-1' },
     revision: { image: 'reg/m:v2', modelPath: '/models/v2' },
@@ -42,7 +42,7 @@ async function start(taskQueue: string, overrides: Partial<CanaryRolloutInput> =
   const harness = await wf.env.client.workflow.start('rolloutHarnessWorkflow', {
     taskQueue,
     workflowId: `harness-${rolloutId}`,
-    args: [input, rolloutId],
+    args: [input, rolloutId, harnessOptions],
   });
   const firstRun = await eventuallyValue(
     async () => (await wf.env.client.workflow.getHandle(rolloutId).describe()).runId,
@@ -122,6 +122,20 @@ describe('canaryRolloutWorkflow', () => {
       // All traffic back to stable before the canary goes.
       expect(cluster.canary.weights).toEqual([10, 0]);
       expect(cluster.canary.removed).toBe(1);
+    });
+  });
+
+  it('asks again at its next look when the model did not answer its ask (bug: a lost ask left it waiting, then rolled back)', async () => {
+    const cluster = new FakeCluster();
+    await wf.withWorker(cluster, async (tq) => {
+      // The model's workflow never sees the rollout's first three reports: the ask (the canary's size
+      // at step 1) and what followed while the view changed, as when they all came before the model
+      // knew its rollout. Without asking again, nothing more would come until the ready deadline.
+      const handle = await start(tq, {}, { lose: 3 });
+      await pass('3 minutes');
+      expect(cluster.canary).toMatchObject({ exists: true, replicas: 1, weight: 10 });
+      expect(await handle.query(rolloutStateQuery)).toMatchObject({ phase: 'Progressing', step: 1, weight: 10 });
+      await handle.terminate();
     });
   });
 
