@@ -142,11 +142,14 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
 
   /** Tells the model's workflow (status.rollout) when the step, the weight, the phase or the ask changed. */
   let reported = '';
+  /** Workflow time of the last report sent. */
+  let reportedAt = 0;
   async function report(result?: RolloutResult, again = false) {
     const v = view();
     const now = `${v.step}/${v.weight}/${v.phase}/${v.message ?? ''}/${want?.seq ?? 0}`;
     if (now === reported && !result && !again) return;
     reported = now;
+    reportedAt = Date.now();
     await getExternalWorkflowHandle(parentWorkflowId).signal(rolloutReportSignal, {
       view: v,
       ...(want ? { want } : {}),
@@ -184,9 +187,10 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
       case 'look': {
         if (want?.replicas !== command.replicas || want.step !== state.step)
           await ask({ replicas: command.replicas, weight: state.weight });
-        // Level-triggered: an ask the round has not answered by the next look (lost, or the round ended
-        // early) is made again, as answerTo does for a share.
-        else if (patched(lookAsksAgain) && answered?.seq !== want.seq) await report(undefined, true);
+        // Level-triggered: an ask the round has not answered (lost, or the round ended early) is made
+        // again at a look a minute or more after the last report, as answerTo does for a share.
+        else if (patched(lookAsksAgain) && answered?.seq !== want.seq && Date.now() - reportedAt >= 60_000)
+          await report(undefined, true);
         const [health, traffic] = await Promise.all([
           step('canaryHealth', `look at the canary of ${label}: ${command.replicas} × ${revision.image}`, {
             ref,

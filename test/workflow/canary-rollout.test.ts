@@ -129,11 +129,14 @@ describe('canaryRolloutWorkflow', () => {
     const cluster = new FakeCluster();
     await wf.withWorker(cluster, async (tq) => {
       // The model's workflow never sees the rollout's first three reports: the ask (the canary's size
-      // at step 1) and what followed while the view changed, as when they all came before the model
-      // knew its rollout. Without asking again, nothing more would come until the ready deadline.
+      // at step 1), the report that followed while its view changed (both, as when they came before
+      // the model knew its rollout) and the first time it asks again, a minute later. Without asking
+      // again, nothing more would come until the ready deadline.
       const handle = await start(tq, {}, { lose: 3 });
-      await pass('3 minutes');
-      expect(cluster.canary).toMatchObject({ exists: true, replicas: 1, weight: 10 });
+      await pass('4 minutes');
+      expect(cluster.canary).toMatchObject({ exists: true, replicas: 1 });
+      // Asked again, nothing was done twice: one share, once.
+      expect(cluster.canary.weights).toEqual([10]);
       expect(await handle.query(rolloutStateQuery)).toMatchObject({ phase: 'Progressing', step: 1, weight: 10 });
       await handle.terminate();
     });
