@@ -3,6 +3,7 @@
 // splits are not tried here: their servers listen on abstract sockets, one set per Pod's network, so
 // two Caddies on one host collide; the per-replica counting is src/core/rollout.ts's addTraffic.)
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -13,13 +14,20 @@ import { WorkerStop } from '../../activities/cancellation.js';
 import type { CaddyDriver } from '../../activities/gateway/caddy-driver.js';
 import { CaddyFleet } from '../../activities/gateway/caddy-fleet.js';
 import { request } from '../../activities/gateway/http.js';
+import { workflowIdFor } from '../../src/core/api.js';
 import { routeId, type RouteSpec } from '../../src/core/route-rules.js';
+import { janitorWorkflowId } from '../../workflows/definitions.js';
 import { freePort } from '../../tools/local-stack/processes.js';
 import { CaddyProcess } from '../support/caddy-under-test.js';
 import { conditionOf, kubectlFor } from '../support/cluster.js';
 import { eventually } from '../support/eventually.js';
 import { machineModel } from '../support/models.js';
-import { installCrds, startOperatorProcess, type OperatorProcess } from '../support/operator-process.js';
+import {
+  installCrds,
+  startOperatorProcess,
+  temporalClient,
+  type OperatorProcess,
+} from '../support/operator-process.js';
 
 const stack = inject('stack');
 const k = kubectlFor(stack);
@@ -200,6 +208,10 @@ describe('Caddy on two replicas', () => {
 describe('the operator on two Caddy replicas', () => {
   let operator: OperatorProcess;
   let ns: string;
+  const taskQueue = `mmo-${randomUUID()}`;
+  // Credentials in an admin URL (Caddy ignores them): they must show nowhere the operator writes.
+  const secret = `s3cret-${randomUUID()}`;
+  const withCredentials = (url: string) => url.replace('://', `://mmo-admin:${secret}@`);
 
   beforeAll(() => {
     installCrds(stack);
@@ -208,9 +220,9 @@ describe('the operator on two Caddy replicas', () => {
       stack,
       {
         MMO_NAMESPACES: ns,
-        MMO_TASK_QUEUE: `mmo-${randomUUID()}`,
+        MMO_TASK_QUEUE: taskQueue,
         MMO_GATEWAY: 'caddy',
-        MMO_CADDY_ADMIN: `${a.adminURL},${b.adminURL}`,
+        MMO_CADDY_ADMIN: `${withCredentials(a.adminURL)},${b.adminURL}`,
         MMO_CADDY_LISTEN: listen,
         MMO_GATEWAY_PUBLIC_URL: a.publicURL,
         MMO_GATEWAY_SWEEP_SECONDS: '3',
@@ -223,7 +235,7 @@ describe('the operator on two Caddy replicas', () => {
     await operator?.stop();
   });
 
-  it('publishes a model on both, and its route is back on a replica that restarted empty by the next sweep', async () => {
+  it('publishes a model on both, its route is back on a replica that restarted empty by the next sweep, and an outage shows no admin credentials', async () => {
     k.apply(machineModel(ns, 'twice'));
     const mm = await eventually<any>(
       'twice registered',
@@ -241,5 +253,38 @@ describe('the operator on two Caddy replicas', () => {
     await a.start({ empty: true });
     await eventually('route back on the restarted replica', async () => ((await onBoth()) ? true : undefined), 30_000);
     expect(conditionOf(k.get('machinemodel', ns, 'twice'), 'GatewayRegistered')?.status).toBe('True');
-  });
+
+    // Both down while a round publishes: the failure names the replicas, the one with credentials too.
+    await Promise.all([a.stop('SIGKILL'), b.stop('SIGKILL')]);
+    k.kubectl('patch', 'machinemodel', 'twice', '-n', ns, '--type=merge', '-p', '{"spec":{"replicas":2}}');
+    const failed = await eventually(
+      'GatewayRegistered Unknown: GatewayUnavailable',
+      () => {
+        const c = conditionOf(k.get('machinemodel', ns, 'twice'), 'GatewayRegistered');
+        return c?.reason === 'GatewayUnavailable' ? c : undefined;
+      },
+      60_000,
+    );
+    expect(failed.message).toContain(new URL(a.adminURL).origin);
+    await Promise.all([a.start({ empty: true }), b.start({ empty: true })]);
+    await eventually('route back on both', async () => ((await onBoth()) ? true : undefined), 60_000);
+
+    // Nowhere the operator writes holds the credentials: its log, the janitor's history and the model's,
+    // the model's status, its Events.
+    const client = await temporalClient(stack);
+    const histories = await Promise.all(
+      [janitorWorkflowId(taskQueue), workflowIdFor(ns, 'twice')].map(async (id) =>
+        JSON.stringify((await client.workflow.getHandle(id).fetchHistory()).events),
+      ),
+    );
+    expect(histories[1]).toContain(new URL(a.adminURL).origin);
+    const log = readFileSync(operator.logFile, 'utf8');
+    for (const written of [
+      log,
+      ...histories,
+      k.kubectl('get', 'machinemodel', '-n', ns, '-o', 'yaml'),
+      k.kubectl('get', 'events', '-n', ns, '-o', 'yaml'),
+    ])
+      expect(written).not.toContain(secret);
+  }, 150_000);
 });

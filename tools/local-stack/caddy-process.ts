@@ -75,7 +75,8 @@ export class CaddyProcess {
 
   async stop(signal: 'SIGTERM' | 'SIGKILL' = 'SIGTERM'): Promise<void> {
     const child = this.child;
-    if (!child || child.exitCode !== null) return;
+    // Gone already: exited, or ended by a signal (exitCode stays null then).
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
     const exited = new Promise((r) => child.once('exit', r));
     child.kill(signal);
     await exited;
