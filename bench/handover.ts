@@ -17,6 +17,7 @@ import type { RolloutSpec } from '../src/core/api.js';
 import { cacheRoot } from '../tools/local-stack/components.js';
 import { down, kubectlRun, up, type StackInfo } from '../tools/local-stack/stack.js';
 import { machineModel } from '../test/support/models.js';
+import { rolloutWorkflowType } from '../workflows/rollout-definitions.js';
 import {
   installCrds,
   shardsHeld,
@@ -166,14 +167,16 @@ async function main(): Promise<void> {
     const rolloutSeconds = (performance.now() - rolling) / 1000;
     log(`every rollout ended ${round(promotedAfterKill)}s after the kill`);
 
-    // Every workflow of the models (their reconcile loops and their rollouts), each history checked.
+    // Every workflow of the models, each history checked: their reconcile loops (listed by the search
+    // attribute) and their rollouts (which carry none: listed by type; this stack runs nothing else).
     const client = await temporalClient(stack);
     let histories = 0;
     let handedOver = 0;
     const overlapping: string[] = [];
     try {
       const quoted = namespaces.map((ns) => `'${ns}'`).join(', ');
-      for await (const wf of client.workflow.list({ query: `MachineModelNamespace IN (${quoted})` })) {
+      const query = `MachineModelNamespace IN (${quoted}) OR WorkflowType = '${rolloutWorkflowType}'`;
+      for await (const wf of client.workflow.list({ query })) {
         const events = (await client.workflow.getHandle(wf.workflowId, wf.runId).fetchHistory()).events ?? [];
         const intervals = workIntervals(events, Date.now());
         histories++;
@@ -191,6 +194,7 @@ async function main(): Promise<void> {
       shards,
       pauseSeconds: pause,
       v1ReadySeconds: round(v1Seconds),
+      killAfterApplySeconds: round((killed - rolling) / 1000),
       canariesPausedAtKill: pausedAtKill,
       victimShards,
       shardsHeldAgainSeconds: round(handoverSeconds),
