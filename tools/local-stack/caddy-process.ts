@@ -67,7 +67,7 @@ export class CaddyProcess {
         () => false,
       );
       if (ok) return;
-      if (this.child.exitCode !== null) break;
+      if (this.child.exitCode !== null || this.child.signalCode !== null) break;
       await sleep(100);
     }
     throw new Error(`caddy did not start: see ${path.join(this.dir, `caddy-${this.adminPort}.log`)}`);
