@@ -13,8 +13,10 @@ import type { Activities } from '../../activities/index.js';
 import { workflowIdFor, type RolloutSpec } from '../../src/core/api.js';
 import { revisionName } from '../../src/core/rollout.js';
 import { reconcileSignal, stateQuery, type MachineModelWorkflowInput } from '../../workflows/definitions.js';
+import { holdSignal } from '../fixtures/workflow-task-holder.js';
 import { eventually } from '../support/eventually.js';
 import { FakeCluster } from '../support/fake-cluster.js';
+import { localActivitiesOf, type RecordedHistory } from '../support/histories.js';
 import { useWorkflowTestEnv } from '../support/workflow-env.js';
 
 const wf = useWorkflowTestEnv();
@@ -25,13 +27,9 @@ const v2 = { image: 'registry.example/m:2', modelPath: '/models/m' };
 
 type HistoryEvent = temporal.api.history.v1.IHistoryEvent;
 
-/** The activity type of a local activity's marker. */
-const localActivityOf = (e: HistoryEvent): string | undefined => {
-  const data = e.markerRecordedEventAttributes?.details?.data?.payloads?.[0]?.data;
-  return data
-    ? (JSON.parse(Buffer.from(data).toString('utf8')) as { activity_type?: string }).activity_type
-    : undefined;
-};
+/** The activity type of a local activity's marker (read as machine-model-rounds.test.ts reads them). */
+const localActivityOf = (e: HistoryEvent): string | undefined =>
+  localActivitiesOf({ events: [e] as RecordedHistory['events'] })[0];
 
 /** Index of the first event after `from` that `is` matches, or -1. */
 const indexAfter = (events: HistoryEvent[], from: number, is: (e: HistoryEvent) => boolean) =>
@@ -60,7 +58,7 @@ describe('machineModelWorkflow and its rollout, when the first ask comes with th
       readAndApply: async (...args: Parameters<Activities['readAndApply']>) => {
         if (cluster.spec.image === v2.image && !holderAsked) {
           holderAsked = true;
-          for (const id of holders) await client.workflow.getHandle(id).signal('hold');
+          for (const id of holders) await client.workflow.getHandle(id).signal(holdSignal);
         }
         return base.readAndApply(...args);
       },
