@@ -134,6 +134,11 @@ function table(results: Partial<Record<ContenderName, ContenderResult>>): string
     ['delete namespace (s)', (r) => (r.deletedStopped ? undefined : r.deleteSeconds)],
     ['delete namespace, the controller stopped first (s)', (r) => (r.deletedStopped ? r.deleteSeconds : undefined)],
     ['  of which until its own objects were gone (s)', (r) => r.ownObjectsGoneSeconds],
+    ['  until no model workflow ran (s)', (r) => r.workflowsEndedSeconds],
+    [
+      '  after the namespaces: controller CPU (s) until then',
+      (r) => r.workflowsEndCpuSeconds && controllerTotal(r.workflowsEndCpuSeconds),
+    ],
     [
       '  deletion: controller CPU (s), replicas added up',
       (r) => r.deletionCpuSeconds && controllerTotal(r.deletionCpuSeconds),

@@ -245,7 +245,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
       // No shard until the Leases give some.
       shards: sharded ? { count: shards, owned: [] } : undefined,
     });
-    Object.assign(sources, { informer, signaler, startGate: informer.startGate });
+    Object.assign(sources, { informer, signaler, startGate: informer.startGate, deletions: informer.deletions });
     parts.informer = async () => {
       await informer.stop();
       await signaler.stop();

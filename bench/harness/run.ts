@@ -65,6 +65,13 @@ export interface ContenderResult {
   /** CPU seconds per process and for the machine from `kubectl delete namespace` until they are gone. */
   deletionCpuSeconds?: Record<string, number>;
   /**
+   * Operator only: kubectl delete namespace → no model's workflow runs any more, and the CPU seconds
+   * from the namespaces' end until then (the operator tells deleted models' workflows once their
+   * namespace is gone: src/informer/deletion-lane.ts).
+   */
+  workflowsEndedSeconds?: number;
+  workflowsEndCpuSeconds?: Record<string, number>;
+  /**
    * Operator only, per model until it converged (median, max): history events, activities (regular
    * ones scheduled plus local ones recorded as markers) and workflow tasks (each one a trip through
    * Temporal's task queue).
@@ -598,9 +605,31 @@ export async function runContender(
     await until(`${name}: the watch sees its objects gone`, () => timeline.ownGoneAt !== undefined, 60_000);
     result.ownObjectsGoneSeconds = Math.min(round((timeline.ownGoneAt! - deleting) / 1000), deleteSeconds);
   }
+  if (name === 'operator' && !options.deleteStopped) {
+    const tail = new Usage(stillRunning, ['postgres']);
+    await until(`${name}: its models' workflows ended`, () => noneRunning(stack, namespaces), timeoutMs);
+    result.workflowsEndedSeconds = since();
+    const used = tail.stop();
+    result.workflowsEndCpuSeconds = { ...used.cpuSeconds, machine: used.machineCpuSeconds };
+  }
   await timeline.stop();
   if (!options.deleteStopped) await process?.stop();
   return result;
+}
+
+/** Whether no model workflow of these namespaces runs (Temporal's visibility, which lags by a moment). */
+async function noneRunning(stack: StackInfo, namespaces: string[]): Promise<boolean> {
+  const connection = await Connection.connect({ address: stack.temporalAddress });
+  try {
+    const client = new Client({ connection, namespace: stack.temporalNamespace });
+    const quoted = namespaces.map((ns) => `'${ns}'`).join(', ');
+    const { count } = await client.workflow.count(
+      `MachineModelNamespace IN (${quoted}) AND ExecutionStatus = 'Running'`,
+    );
+    return count === 0;
+  } finally {
+    await connection.close();
+  }
 }
 
 /** Every object in the namespaces, counted by resource (`deployments.apps`, `events`, …). */

@@ -34,6 +34,7 @@ import {
   type WatchEventType,
 } from './event-filter.js';
 import { StartGate } from './start-gate.js';
+import { DeletionLane, deletionLaneDefaults, type DeletionLaneOptions } from './deletion-lane.js';
 import { startGateDefaults } from '../core/first-round.js';
 import { ShardScope, type Shards } from './shard-scope.js';
 
@@ -175,6 +176,8 @@ export interface InformerOptions {
   apiserver?: Reachability;
   /** How many new models' workflows start at once (src/informer/start-gate.ts); 0: no bound. */
   maxStartingModels: number;
+  /** How long the deletions of models whose namespace is being deleted may wait for it to go (deletion-lane.ts). */
+  deletionLane: DeletionLaneOptions;
   /** Only the namespaces of these shards (src/core/shards.ts); absent: every namespace. See `reshard`. */
   shards?: Shards;
 }
@@ -185,6 +188,7 @@ export const defaultInformerOptions: InformerOptions = {
   watchTimeoutSeconds: 300,
   restartBackoffMs: { initial: 500, max: 30_000 },
   maxStartingModels: startGateDefaults.maxStarting,
+  deletionLane: deletionLaneDefaults,
 };
 
 /** A watch that asks for the scope's shards and passes on only the objects the scope keeps. */
@@ -381,6 +385,8 @@ export class Informer {
   private resharding: Promise<void> = Promise.resolve();
   private started = false;
   readonly startGate: StartGate;
+  /** Deletions of models whose namespace is being deleted, told once it is gone. */
+  readonly deletions: DeletionLane;
   events = 0;
   /** Children's events dropped because their namespace is being deleted. */
   ignoredInTerminatingNamespaces = 0;
@@ -394,6 +400,7 @@ export class Informer {
     const o = { ...defaultInformerOptions, ...opts };
     this.options = o;
     this.startGate = new StartGate(onSignal, { ...startGateDefaults, maxStarting: o.maxStartingModels });
+    this.deletions = new DeletionLane((request) => this.startGate.offer(request), o.deletionLane);
     this.apiserver = o.apiserver;
     this.watching = this.watch(new ShardScope(o.shards));
   }
@@ -411,7 +418,9 @@ export class Informer {
         o,
         (k, t, obj) => {
           if (k === 'Event') this.handleProbe(t, obj as CoreV1Event);
-          else if (k !== 'Namespace') this.handle(k, t, obj);
+          else if (k === 'Namespace') {
+            if (t === 'deleted' && obj.metadata?.name) this.deletions.release(obj.metadata.name);
+          } else this.handle(k, t, obj);
         },
         (s) => this.relisted(s),
         (s, err, retryInMs) => this.failed(s, err, retryInMs),
@@ -489,9 +498,12 @@ export class Informer {
     if (kind === 'MachineModel') this.startGate.observe(type, obj);
     const request = this.filter.observe(kind, type, obj);
     if (!request) return;
-    if (kind !== 'MachineModel' && this.terminating(request.namespace)) {
-      this.ignoredInTerminatingNamespaces++;
-      return;
+    if (this.terminating(request.namespace)) {
+      if (request.signal === 'deleted') return this.deletions.hold(request);
+      if (kind !== 'MachineModel') {
+        this.ignoredInTerminatingNamespaces++;
+        return;
+      }
     }
     // The echo of a round's own write is signalled too (but for a child's creation, see the filter):
     // the workflow knows what its rounds wrote, whichever replica ran them, and drops it
@@ -583,6 +595,7 @@ export class Informer {
       await this.stopWatching(before);
       this.filter.forget((ns) => !scope.keeps(ns));
       this.startGate.forget((ns) => !scope.keeps(ns));
+      this.deletions.forget((ns) => !scope.keeps(ns));
       this.watching = this.watch(scope);
       // Not awaited: lookups answer 'unknown' (the worker reads the apiserver) until each source has
       // listed, and a list that cannot finish (the apiserver away) holds up no other placement.
@@ -594,6 +607,7 @@ export class Informer {
 
   async stop(): Promise<void> {
     this.startGate.stop();
+    this.deletions.stop();
     await this.resharding;
     await this.stopWatching(this.watching);
   }

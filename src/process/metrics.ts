@@ -13,6 +13,8 @@ export interface MetricSources {
   };
   signaler?: { sent: number; failures: number; pendingCount: number };
   startGate?: { started: number; expired: number; waitingCount: number; startingCount: number };
+  /** Deletions of models whose namespace is being deleted (src/informer/deletion-lane.ts). */
+  deletions?: { released: number; heldCount: number };
   /** The worker's Kubernetes reads, by where they were served from. */
   reads?: { cache: number; apiserver: number };
   /** With --shards: the Leases held and taken, the placements applied. */
@@ -97,6 +99,16 @@ export function createMetrics(sources: MetricSources): Registry {
     'machinemodel_operator_models_starting',
     'Models let through the start gate that are not yet Ready or stalled',
     () => sources.startGate?.startingCount ?? 0,
+  );
+  gauge(
+    'machinemodel_operator_deletions_held',
+    "Deleted models whose workflows are told once their namespace's deletion ends",
+    () => sources.deletions?.heldCount ?? 0,
+  );
+  counter(
+    'machinemodel_operator_deletions_released_total',
+    'Held deletions told to their workflows, at the end of their namespace or at the hold limit',
+    () => sources.deletions?.released ?? 0,
   );
   new Gauge({
     name: 'machinemodel_operator_informer_cached_objects',

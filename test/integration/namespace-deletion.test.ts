@@ -4,20 +4,29 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { kubectlFor } from '../support/cluster.js';
 import { eventually } from '../support/eventually.js';
 import { machineModel } from '../support/models.js';
-import { installCrds, startOperatorProcess, type OperatorProcess } from '../support/operator-process.js';
+import { freePort } from '../../tools/local-stack/processes.js';
+import {
+  installCrds,
+  operatorMetric,
+  startOperatorProcess,
+  temporalClient,
+  type OperatorProcess,
+} from '../support/operator-process.js';
 
 const stack = inject('stack');
 const k = kubectlFor(stack);
 const models = 20;
 let operator: OperatorProcess;
 let ns: string;
+let metricsPort: number;
 
-beforeAll(() => {
+beforeAll(async () => {
   installCrds(stack);
   ns = k.createNamespace('ns-delete');
+  metricsPort = await freePort();
   operator = startOperatorProcess(
     stack,
-    { MMO_NAMESPACES: ns, MMO_TASK_QUEUE: `mmo-${randomUUID()}` },
+    { MMO_NAMESPACES: ns, MMO_TASK_QUEUE: `mmo-${randomUUID()}`, MMO_METRICS_PORT: String(metricsPort) },
     'namespace-deletion',
   );
 });
@@ -26,18 +35,22 @@ afterAll(async () => {
   await operator?.stop();
 });
 
-/** Everything a watch of `path` reports until stopped: each object as it was at each change. */
-async function record(path: string): Promise<{ seen: any[]; stop: () => void }> {
+/** Everything a watch of `path` reports until stopped: each object as it was at each change, and when. */
+async function record(path: string): Promise<{ seen: any[]; deletedAt: Map<string, number>; stop: () => void }> {
   const kc = new KubeConfig();
   kc.loadFromFile(stack.kubeconfig);
   const seen: any[] = [];
+  const deletedAt = new Map<string, number>();
   const request = await new Watch(kc).watch(
     path,
     {},
-    (_type, obj) => seen.push(obj),
+    (type, obj) => {
+      seen.push(obj);
+      if (type === 'DELETED') deletedAt.set(obj.metadata.name, Date.now());
+    },
     () => undefined,
   );
-  return { seen, stop: () => request.abort() };
+  return { seen, deletedAt, stop: () => request.abort() };
 }
 
 describe('deleting a namespace that holds models', () => {
@@ -52,16 +65,14 @@ describe('deleting a namespace that holds models', () => {
     );
     const phases = await record(`/apis/stable.example.com/v1/namespaces/${ns}/machinemodels`);
     const events = await record(`/api/v1/namespaces/${ns}/events`);
+    const namespaces = await record('/api/v1/namespaces');
     try {
       k.kubectl('delete', 'namespace', ns, '--wait=false');
-      await eventually(
-        `namespace ${ns} gone`,
-        () => (k.kubectl('get', 'namespace', '-o', 'name').includes(`namespace/${ns}\n`) ? undefined : true),
-        180_000,
-      );
+      await eventually(`namespace ${ns} gone`, () => namespaces.deletedAt.get(ns), 180_000);
     } finally {
       phases.stop();
       events.stop();
+      namespaces.stop();
     }
     const failed = phases.seen
       .filter((m) => m.status?.phase === 'Failed')
@@ -77,6 +88,33 @@ describe('deleting a namespace that holds models', () => {
     );
     expect(failed).toEqual([]);
     expect([...new Set(warnings)]).toEqual([]);
+
+    // Their workflows are told once the namespace is gone, not while its deletion needs the cores.
+    const client = await temporalClient(stack);
+    try {
+      const gone = namespaces.deletedAt.get(ns)!;
+      const handles = names.map((n) => client.workflow.getHandle(`machinemodel/${ns}/${n}`));
+      const closed = await eventually(
+        `${models} workflows completed`,
+        async () => {
+          const described = await Promise.all(handles.map((h) => h.describe()));
+          return described.every((d) => d.status.name === 'COMPLETED') ? described : undefined;
+        },
+        60_000,
+      );
+      const modelsGone = [...phases.deletedAt.values()];
+      expect(modelsGone).toHaveLength(models);
+      // Every model went well before its namespace; the server's clock and ours are the same machine's.
+      const closedBeforeNamespace = closed.filter((d) => d.closeTime!.getTime() < gone - 200).map((d) => d.workflowId);
+      console.log(
+        `models gone ${((gone - Math.max(...modelsGone)) / 1000).toFixed(1)} s before their namespace; workflows ` +
+          `closed ${Math.max(...closed.map((d) => d.closeTime!.getTime() - gone))} ms after it at the latest`,
+      );
+      expect(closedBeforeNamespace).toEqual([]);
+      expect(await operatorMetric(metricsPort, 'machinemodel_operator_deletions_released_total')).toBe(models);
+    } finally {
+      await client.connection.close();
+    }
   }, 300_000);
 
   it('without a gateway, goes while the operator is stopped: no finalizer waits on it', async () => {
