@@ -242,6 +242,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
       watchTimeoutSeconds: config.watchTimeoutSeconds,
       apiserver,
       maxStartingModels: config.maxStartingModels,
+      holdDeletions: config.gateway.kind === 'none',
       // No shard until the Leases give some.
       shards: sharded ? { count: shards, owned: [] } : undefined,
     });

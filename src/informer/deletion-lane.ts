@@ -1,10 +1,11 @@
-// Models deleted with their namespace. Their workflows have nothing left to do but end: no finalizer
-// held the model (with one, its cleanup round ran before it went), no object can be created again in a
-// namespace being deleted, and nothing outside the namespace waits. Each told workflow still takes a
-// workflow task, and a cold one replays its whole history, on the cores the namespace's own deletion
-// needs: told at once, they doubled a deletion of 1,000 models (docs/performance.md, "Deletion"). So
-// their `deleted` signals wait here until the namespace is gone, or at most holdLimitMs. Nothing is
-// lost when the process ends meanwhile: the next informer's sweep of vanished models tells them.
+// Models deleted with their namespace, when the operator runs without a gateway. Their workflows have
+// nothing left to do but end: nothing lies outside the namespace (no route: with a gateway, a model
+// whose finalizer was removed by hand must lose its route at once, so nothing is held), and no object
+// can be created again in a namespace being deleted. Each told workflow still takes a workflow task,
+// and a cold one replays its whole history, on the cores the namespace's own deletion needs: told at
+// once, they doubled a deletion of 1,000 models (docs/performance.md, "Deletion"). So their `deleted`
+// signals wait here until the namespace is gone, or at most holdLimitMs. A lost shard's are told at
+// once; when the process ends, the next informer's sweep of vanished models tells them.
 import type { SignalRequest } from './event-filter.js';
 import { keyOf } from './signaler.js';
 
@@ -13,7 +14,7 @@ export interface DeletionLaneOptions {
   holdLimitMs: number;
 }
 
-export const deletionLaneDefaults: DeletionLaneOptions = { holdLimitMs: 120_000 };
+export const deletionLaneDefaults: DeletionLaneOptions = { holdLimitMs: 300_000 };
 
 interface Held {
   requests: Map<string, SignalRequest>;
@@ -60,16 +61,14 @@ export class DeletionLane {
     }
   }
 
-  /** Drops what the namespaces `drop` names held: their shard's new owner tells them (its sweep). */
-  forget(drop: (namespace: string) => boolean): void {
-    for (const [namespace, held] of this.held)
-      if (drop(namespace)) {
-        clearTimeout(held.timer);
-        this.held.delete(namespace);
-      }
+  /** A lost shard's namespaces: what they held is told now, to workflows its new owner runs. */
+  releaseWhere(lost: (namespace: string) => boolean): void {
+    for (const namespace of [...this.held.keys()]) if (lost(namespace)) this.release(namespace);
   }
 
+  /** Drops everything: the signaler stops too, and the next start's sweep tells them. */
   stop(): void {
-    this.forget(() => true);
+    for (const { timer } of this.held.values()) clearTimeout(timer);
+    this.held.clear();
   }
 }

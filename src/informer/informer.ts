@@ -176,7 +176,11 @@ export interface InformerOptions {
   apiserver?: Reachability;
   /** How many new models' workflows start at once (src/informer/start-gate.ts); 0: no bound. */
   maxStartingModels: number;
-  /** How long the deletions of models whose namespace is being deleted may wait for it to go (deletion-lane.ts). */
+  /**
+   * Whether the deletions of models whose namespace is being deleted wait for it to go
+   * (deletion-lane.ts): only without a gateway, where no route outside the namespace can be left.
+   */
+  holdDeletions: boolean;
   deletionLane: DeletionLaneOptions;
   /** Only the namespaces of these shards (src/core/shards.ts); absent: every namespace. See `reshard`. */
   shards?: Shards;
@@ -188,6 +192,7 @@ export const defaultInformerOptions: InformerOptions = {
   watchTimeoutSeconds: 300,
   restartBackoffMs: { initial: 500, max: 30_000 },
   maxStartingModels: startGateDefaults.maxStarting,
+  holdDeletions: false,
   deletionLane: deletionLaneDefaults,
 };
 
@@ -499,7 +504,7 @@ export class Informer {
     const request = this.filter.observe(kind, type, obj);
     if (!request) return;
     if (this.terminating(request.namespace)) {
-      if (request.signal === 'deleted') return this.deletions.hold(request);
+      if (request.signal === 'deleted' && this.options.holdDeletions) return this.deletions.hold(request);
       if (kind !== 'MachineModel') {
         this.ignoredInTerminatingNamespaces++;
         return;
@@ -595,7 +600,7 @@ export class Informer {
       await this.stopWatching(before);
       this.filter.forget((ns) => !scope.keeps(ns));
       this.startGate.forget((ns) => !scope.keeps(ns));
-      this.deletions.forget((ns) => !scope.keeps(ns));
+      this.deletions.releaseWhere((ns) => !scope.keeps(ns));
       this.watching = this.watch(scope);
       // Not awaited: lookups answer 'unknown' (the worker reads the apiserver) until each source has
       // listed, and a list that cannot finish (the apiserver away) holds up no other placement.
