@@ -4,8 +4,10 @@
 // can be created again in a namespace being deleted. Each told workflow still takes a workflow task,
 // and a cold one replays its whole history, on the cores the namespace's own deletion needs: told at
 // once, they doubled a deletion of 1,000 models (docs/performance.md, "Deletion"). So their `deleted`
-// signals wait here until the namespace is gone, or at most holdLimitMs. A lost shard's are told at
-// once; when the process ends, the next informer's sweep of vanished models tells them.
+// signals wait here until no namespace is being deleted any more (told as each namespace went, they
+// still slowed the namespaces deleted beside it), or at most holdLimitMs from the namespace's first.
+// A lost shard's are told at once; when the process ends, the next start's sweep of vanished models
+// tells them.
 import type { SignalRequest } from './event-filter.js';
 import { keyOf } from './signaler.js';
 
@@ -37,7 +39,7 @@ export class DeletionLane {
     return n;
   }
 
-  /** A model's deletion in a namespace being deleted: told when the namespace is gone. */
+  /** A model's deletion in a namespace being deleted: told when no namespace deletion is under way. */
   hold(request: SignalRequest): void {
     let held = this.held.get(request.namespace);
     if (!held) {
@@ -49,8 +51,18 @@ export class DeletionLane {
     held.requests.set(keyOf(request), request);
   }
 
-  /** The namespace is gone (or its hold limit passed): its models' workflows are told now. */
-  release(namespace: string): void {
+  /** No namespace is being deleted any more: every held deletion is told now. */
+  releaseAll(): void {
+    this.releaseWhere(() => true);
+  }
+
+  /** A lost shard's namespaces: what they held is told now, to workflows its new owner runs. */
+  releaseWhere(lost: (namespace: string) => boolean): void {
+    for (const namespace of [...this.held.keys()]) if (lost(namespace)) this.release(namespace);
+  }
+
+  /** The namespace's hold limit passed, or see above: its models' workflows are told now. */
+  private release(namespace: string): void {
     const held = this.held.get(namespace);
     if (!held) return;
     clearTimeout(held.timer);
@@ -59,11 +71,6 @@ export class DeletionLane {
       this.released++;
       this.forward(request);
     }
-  }
-
-  /** A lost shard's namespaces: what they held is told now, to workflows its new owner runs. */
-  releaseWhere(lost: (namespace: string) => boolean): void {
-    for (const namespace of [...this.held.keys()]) if (lost(namespace)) this.release(namespace);
   }
 
   /** Drops everything: the signaler stops too, and the next start's sweep tells them. */

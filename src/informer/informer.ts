@@ -424,7 +424,7 @@ export class Informer {
         (k, t, obj) => {
           if (k === 'Event') this.handleProbe(t, obj as CoreV1Event);
           else if (k === 'Namespace') {
-            if (t === 'deleted' && obj.metadata?.name) this.deletions.release(obj.metadata.name);
+            if (t === 'deleted' && !this.anyNamespaceTerminating(obj.metadata?.name)) this.deletions.releaseAll();
           } else this.handle(k, t, obj);
         },
         (s) => this.relisted(s),
@@ -460,6 +460,19 @@ export class Informer {
   private terminating(namespace: string | undefined): boolean {
     if (!namespace || !this.namespaces.usable) return false;
     return !!this.namespaces.lw.get(namespace)?.metadata?.deletionTimestamp;
+  }
+
+  /**
+   * Whether a namespace this informer serves, other than the one just gone (the cache may still hold
+   * it), is being deleted; false when the namespace watch cannot say.
+   */
+  private anyNamespaceTerminating(gone: string | undefined): boolean {
+    if (!this.namespaces.usable) return false;
+    const served = this.options.namespaces;
+    return this.namespaces.lw.list().some((ns) => {
+      const name = ns.metadata?.name ?? '';
+      return name !== gone && (!served.length || served.includes(name)) && !!ns.metadata?.deletionTimestamp;
+    });
   }
 
   /** Objects in the caches, by kind: with shards, only the shards' namespaces'. */

@@ -23,20 +23,20 @@ describe('the deletion lane: models deleted with their namespace', () => {
   beforeEach(() => vi.useFakeTimers());
   afterEach(() => vi.useRealTimers());
 
-  it('tells their workflows once the namespace is gone, each model once, with its last request', () => {
+  it('tells their workflows once no namespace is being deleted, each model once, with its last request', () => {
     const { l, told, names } = lane();
     l.hold(deleted('a', 'm1', 'old'));
     l.hold(deleted('a', 'm2'));
     l.hold(deleted('b', 'm3'));
     l.hold(deleted('a', 'm1', 'new'));
     expect(l.heldCount).toBe(3);
-    l.release('a');
-    expect(names()).toEqual(['a/m1', 'a/m2']);
+    l.releaseAll();
+    expect(names()).toEqual(['a/m1', 'a/m2', 'b/m3']);
     expect(told[0]!.uid).toBe('new');
-    l.release('a');
-    expect(names()).toEqual(['a/m1', 'a/m2']);
-    expect(l.heldCount).toBe(1);
-    expect(l.released).toBe(2);
+    l.releaseAll();
+    expect(names()).toEqual(['a/m1', 'a/m2', 'b/m3']);
+    expect(l.heldCount).toBe(0);
+    expect(l.released).toBe(3);
   });
 
   it('tells them at the hold limit, counted from the namespace’s first held deletion, if the namespace stays', () => {
@@ -56,7 +56,7 @@ describe('the deletion lane: models deleted with their namespace', () => {
   it('keeps a namespace held again after its release to its own limit (counterexample: a stale timer told it early)', () => {
     const { l, names } = lane();
     l.hold(deleted('a', 'm1'));
-    l.release('a');
+    l.releaseWhere((ns) => ns === 'a');
     vi.advanceTimersByTime(20_000);
     l.hold(deleted('a', 'm2'));
     vi.advanceTimersByTime(limit - 1);
@@ -83,7 +83,7 @@ describe('the deletion lane: models deleted with their namespace', () => {
 
 type Op =
   | { op: 'hold'; ns: string; model: string }
-  | { op: 'gone'; ns: string }
+  | { op: 'allGone' }
   | { op: 'wait'; ms: number }
   | { op: 'lost'; ns: string };
 
@@ -95,7 +95,7 @@ const ops = fc.array(
       ns: fc.constantFrom(...namespaces),
       model: fc.constantFrom('m1', 'm2', 'm3'),
     }),
-    fc.record({ op: fc.constant('gone' as const), ns: fc.constantFrom(...namespaces) }),
+    fc.record({ op: fc.constant('allGone' as const) }),
     fc.record({ op: fc.constant('wait' as const), ms: fc.integer({ min: 0, max: limit }) }),
     fc.record({ op: fc.constant('lost' as const), ns: fc.constantFrom(...namespaces) }),
   ),
@@ -106,7 +106,7 @@ describe('the deletion lane under any interleaving (property)', () => {
   beforeEach(() => vi.useFakeTimers());
   afterEach(() => vi.useRealTimers());
 
-  it('tells each held deletion once: when its namespace goes, its shard is lost, or at the hold limit', () => {
+  it('tells each held deletion once: when no namespace is being deleted, its shard is lost, or at the hold limit', () => {
     fc.assert(
       fc.property(ops, (script: Op[]) => {
         vi.clearAllTimers();
@@ -129,9 +129,9 @@ describe('the deletion lane under any interleaving (property)', () => {
             if (!firstHeld.has(step.ns)) firstHeld.set(step.ns, now);
             pending.set(step.ns, (pending.get(step.ns) ?? new Set()).add(`${step.ns}/${step.model}`));
             l.hold(deleted(step.ns, step.model));
-          } else if (step.op === 'gone') {
-            l.release(step.ns);
-            expectTold(step.ns);
+          } else if (step.op === 'allGone') {
+            l.releaseAll();
+            expectTold(...pending.keys());
           } else if (step.op === 'lost') {
             l.releaseWhere((ns) => ns === step.ns);
             expectTold(step.ns);
