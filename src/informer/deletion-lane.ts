@@ -4,8 +4,10 @@
 // can be created again in a namespace being deleted. Each told workflow still takes a workflow task,
 // and a cold one replays its whole history, on the cores the namespace's own deletion needs: told at
 // once, they doubled a deletion of 1,000 models (docs/performance.md, "Deletion"). So their `deleted`
-// signals wait here until no namespace is being deleted any more (told as each namespace went, they
-// still slowed the namespaces deleted beside it), or at most holdLimitMs from the namespace's first.
+// signals wait here until no namespace deletion that concerns models is under way any more (told as
+// each namespace went, they still slowed the namespaces deleted beside it), or at most holdLimitMs
+// from the namespace's first. The lane looks when a namespace goes and every recheckMs meanwhile (a
+// reshard or a relist brings no deletion event).
 // A lost shard's are told at once; when the process ends, the next start's sweep of vanished models
 // tells them.
 import type { SignalRequest } from './event-filter.js';
@@ -14,9 +16,11 @@ import { keyOf } from './signaler.js';
 export interface DeletionLaneOptions {
   /** The longest a namespace's deletions wait, from the first held one. */
   holdLimitMs: number;
+  /** How often the lane looks again while it holds anything. */
+  recheckMs: number;
 }
 
-export const deletionLaneDefaults: DeletionLaneOptions = { holdLimitMs: 300_000 };
+export const deletionLaneDefaults: DeletionLaneOptions = { holdLimitMs: 300_000, recheckMs: 10_000 };
 
 interface Held {
   requests: Map<string, SignalRequest>;
@@ -25,13 +29,21 @@ interface Held {
 
 export class DeletionLane {
   private readonly held = new Map<string, Held>();
+  private recheck: NodeJS.Timeout | undefined;
   /** Deletions passed on, at the namespace's end or its hold limit. */
   released = 0;
 
+  /** `underWay`: whether a namespace deletion that concerns models is still under way. */
   constructor(
     private readonly forward: (request: SignalRequest) => void,
+    private readonly underWay: () => boolean,
     private readonly opts: DeletionLaneOptions = deletionLaneDefaults,
   ) {}
+
+  /** Whether the lane holds deletions of this namespace's models. */
+  holds(namespace: string): boolean {
+    return this.held.has(namespace);
+  }
 
   get heldCount(): number {
     let n = 0;
@@ -49,11 +61,15 @@ export class DeletionLane {
       this.held.set(request.namespace, held);
     }
     held.requests.set(keyOf(request), request);
+    if (!this.recheck) {
+      this.recheck = setInterval(() => this.look(), this.opts.recheckMs);
+      this.recheck.unref();
+    }
   }
 
-  /** No namespace is being deleted any more: every held deletion is told now. */
-  releaseAll(): void {
-    this.releaseWhere(() => true);
+  /** Tells every held deletion once no namespace deletion that concerns models is under way. */
+  look(): void {
+    if (this.held.size > 0 && !this.underWay()) this.releaseWhere(() => true);
   }
 
   /** A lost shard's namespaces: what they held is told now, to workflows its new owner runs. */
@@ -67,6 +83,7 @@ export class DeletionLane {
     if (!held) return;
     clearTimeout(held.timer);
     this.held.delete(namespace);
+    if (this.held.size === 0) this.stopLooking();
     for (const request of held.requests.values()) {
       this.released++;
       this.forward(request);
@@ -77,5 +94,11 @@ export class DeletionLane {
   stop(): void {
     for (const { timer } of this.held.values()) clearTimeout(timer);
     this.held.clear();
+    this.stopLooking();
+  }
+
+  private stopLooking(): void {
+    clearInterval(this.recheck);
+    this.recheck = undefined;
   }
 }

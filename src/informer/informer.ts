@@ -177,8 +177,8 @@ export interface InformerOptions {
   /** How many new models' workflows start at once (src/informer/start-gate.ts); 0: no bound. */
   maxStartingModels: number;
   /**
-   * Whether the deletions of models whose namespace is being deleted wait for it to go
-   * (deletion-lane.ts): only without a gateway, where no route outside the namespace can be left.
+   * Whether the deletions of models whose namespace is being deleted wait for the namespaces'
+   * deletion (deletion-lane.ts): only without a gateway, where no route outside a namespace can be left.
    */
   holdDeletions: boolean;
   deletionLane: DeletionLaneOptions;
@@ -390,7 +390,7 @@ export class Informer {
   private resharding: Promise<void> = Promise.resolve();
   private started = false;
   readonly startGate: StartGate;
-  /** Deletions of models whose namespace is being deleted, told once it is gone. */
+  /** Deletions of models whose namespace is being deleted, told once no such deletion is under way. */
   readonly deletions: DeletionLane;
   events = 0;
   /** Children's events dropped because their namespace is being deleted. */
@@ -405,7 +405,11 @@ export class Informer {
     const o = { ...defaultInformerOptions, ...opts };
     this.options = o;
     this.startGate = new StartGate(onSignal, { ...startGateDefaults, maxStarting: o.maxStartingModels });
-    this.deletions = new DeletionLane((request) => this.startGate.offer(request), o.deletionLane);
+    this.deletions = new DeletionLane(
+      (request) => this.startGate.offer(request),
+      () => this.modelsNamespaceDeleting(),
+      o.deletionLane,
+    );
     this.apiserver = o.apiserver;
     this.watching = this.watch(new ShardScope(o.shards));
   }
@@ -424,7 +428,7 @@ export class Informer {
         (k, t, obj) => {
           if (k === 'Event') this.handleProbe(t, obj as CoreV1Event);
           else if (k === 'Namespace') {
-            if (t === 'deleted' && !this.anyNamespaceTerminating(obj.metadata?.name)) this.deletions.releaseAll();
+            if (t === 'deleted') this.deletions.look();
           } else this.handle(k, t, obj);
         },
         (s) => this.relisted(s),
@@ -463,15 +467,17 @@ export class Informer {
   }
 
   /**
-   * Whether a namespace this informer serves, other than the one just gone (the cache may still hold
-   * it), is being deleted; false when the namespace watch cannot say.
+   * Whether a namespace this informer serves is being deleted with models in it (held deletions, or
+   * models still cached); one stuck on another controller's finalizer, with no model, does not count.
    */
-  private anyNamespaceTerminating(gone: string | undefined): boolean {
+  private modelsNamespaceDeleting(): boolean {
     if (!this.namespaces.usable) return false;
     const served = this.options.namespaces;
     return this.namespaces.lw.list().some((ns) => {
       const name = ns.metadata?.name ?? '';
-      return name !== gone && (!served.length || served.includes(name)) && !!ns.metadata?.deletionTimestamp;
+      if (!ns.metadata?.deletionTimestamp || (served.length && !served.includes(name))) return false;
+      const models = this.list('MachineModel', name);
+      return this.deletions.holds(name) || (models !== 'unknown' && models.length > 0);
     });
   }
 

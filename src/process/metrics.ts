@@ -102,12 +102,12 @@ export function createMetrics(sources: MetricSources): Registry {
   );
   gauge(
     'machinemodel_operator_deletions_held',
-    "Deleted models whose workflows are told once their namespace's deletion ends",
+    'Models deleted with their namespace, whose workflows are told once no namespace deletion with models is under way',
     () => sources.deletions?.heldCount ?? 0,
   );
   counter(
     'machinemodel_operator_deletions_released_total',
-    'Held deletions told to their workflows, at the end of their namespace or at the hold limit',
+    'Held deletions told to their workflows: no namespace deletion under way, a shard lost, or the hold limit',
     () => sources.deletions?.released ?? 0,
   );
   new Gauge({

@@ -12,11 +12,18 @@ const deleted = (namespace: string, name: string, uid = `${name}-uid`): SignalRe
 });
 
 const limit = 300_000;
+const recheck = 10_000;
 
+/** A lane, what it told, and whether a namespace deletion with models is under way (the test says). */
 function lane() {
   const told: SignalRequest[] = [];
-  const l = new DeletionLane((r) => told.push(r), { holdLimitMs: limit });
-  return { l, told, names: () => told.map((r) => `${r.namespace}/${r.name}`) };
+  const deleting = { now: true };
+  const l = new DeletionLane(
+    (r) => told.push(r),
+    () => deleting.now,
+    { holdLimitMs: limit, recheckMs: recheck },
+  );
+  return { l, told, deleting, names: () => told.map((r) => `${r.namespace}/${r.name}`) };
 }
 
 describe('the deletion lane: models deleted with their namespace', () => {
@@ -24,19 +31,34 @@ describe('the deletion lane: models deleted with their namespace', () => {
   afterEach(() => vi.useRealTimers());
 
   it('tells their workflows once no namespace is being deleted, each model once, with its last request', () => {
-    const { l, told, names } = lane();
+    const { l, told, deleting, names } = lane();
     l.hold(deleted('a', 'm1', 'old'));
     l.hold(deleted('a', 'm2'));
     l.hold(deleted('b', 'm3'));
     l.hold(deleted('a', 'm1', 'new'));
     expect(l.heldCount).toBe(3);
-    l.releaseAll();
+    l.look();
+    expect(names()).toEqual([]);
+    deleting.now = false;
+    l.look();
     expect(names()).toEqual(['a/m1', 'a/m2', 'b/m3']);
     expect(told[0]!.uid).toBe('new');
-    l.releaseAll();
+    l.look();
     expect(names()).toEqual(['a/m1', 'a/m2', 'b/m3']);
     expect(l.heldCount).toBe(0);
     expect(l.released).toBe(3);
+  });
+
+  it('looks again every recheck while it holds anything, and keeps no timer once empty', () => {
+    const { l, deleting, names } = lane();
+    l.hold(deleted('a', 'm1'));
+    vi.advanceTimersByTime(3 * recheck);
+    expect(names()).toEqual([]);
+    // A reshard or a relist: the deletion ended with no Namespace event.
+    deleting.now = false;
+    vi.advanceTimersByTime(recheck);
+    expect(names()).toEqual(['a/m1']);
+    expect(vi.getTimerCount()).toBe(0);
   });
 
   it('tells them at the hold limit, counted from the namespace’s first held deletion, if the namespace stays', () => {
@@ -110,7 +132,7 @@ describe('the deletion lane under any interleaving (property)', () => {
     fc.assert(
       fc.property(ops, (script: Op[]) => {
         vi.clearAllTimers();
-        const { l, told } = lane();
+        const { l, told, deleting } = lane();
         /** The model: deletions held per namespace, and when the namespace's hold began. */
         const pending = new Map<string, Set<string>>();
         const firstHeld = new Map<string, number>();
@@ -130,7 +152,10 @@ describe('the deletion lane under any interleaving (property)', () => {
             pending.set(step.ns, (pending.get(step.ns) ?? new Set()).add(`${step.ns}/${step.model}`));
             l.hold(deleted(step.ns, step.model));
           } else if (step.op === 'allGone') {
-            l.releaseAll();
+            // Only here is no deletion under way: the rechecks in between find one each time.
+            deleting.now = false;
+            l.look();
+            deleting.now = true;
             expectTold(...pending.keys());
           } else if (step.op === 'lost') {
             l.releaseWhere((ns) => ns === step.ns);
