@@ -117,6 +117,67 @@ describe('deleting a namespace that holds models', () => {
     }
   }, 300_000);
 
+  it('tells the models of two namespaces deleted together once both are gone, whatever a namespace stuck without models does', async () => {
+    const a = k.createNamespace('ns-delete-a');
+    const b = k.createNamespace('ns-delete-b');
+    const stuck = k.createNamespace('ns-delete-stuck');
+    const port = await freePort();
+    const own = startOperatorProcess(
+      stack,
+      { MMO_NAMESPACES: `${a},${b},${stuck}`, MMO_TASK_QUEUE: `mmo-${randomUUID()}`, MMO_METRICS_PORT: String(port) },
+      'namespace-deletion-two',
+    );
+    const client = await temporalClient(stack);
+    const namespaces = await record('/api/v1/namespaces');
+    const held = {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'held', namespace: stuck, finalizers: ['test.example.com/hold'] },
+    };
+    try {
+      const names = [a, a, a, b, b, b].map((ns, i) => ({ ns, name: `doomed-${i}` }));
+      k.apply([...names.map(({ ns, name }) => machineModel(ns, name)), held]);
+      await eventually(
+        '6 models Ready',
+        () =>
+          [a, b].flatMap((ns) => k.list('machinemodel', ns)).filter((m) => m.status?.phase === 'Ready').length === 6
+            ? true
+            : undefined,
+        120_000,
+      );
+      // Another controller's finalizer keeps this one terminating: it holds no model, so it holds up nothing.
+      k.kubectl('delete', 'namespace', stuck, '--wait=false');
+      k.kubectl('delete', 'namespace', a, b, '--wait=false');
+      await eventually(
+        `namespaces ${a} and ${b} gone`,
+        () => namespaces.deletedAt.has(a) && namespaces.deletedAt.has(b),
+        180_000,
+      );
+      const bothGone = Math.max(namespaces.deletedAt.get(a)!, namespaces.deletedAt.get(b)!);
+      const handles = names.map(({ ns, name }) => client.workflow.getHandle(`machinemodel/${ns}/${name}`));
+      const closed = await eventually(
+        '6 workflows completed, with a namespace still terminating',
+        async () => {
+          const described = await Promise.all(handles.map((h) => h.describe()));
+          return described.every((d) => d.status.name === 'COMPLETED') ? described : undefined;
+        },
+        60_000,
+      );
+      expect(k.kubectl('get', 'namespace', stuck, '-o', 'jsonpath={.status.phase}')).toBe('Terminating');
+      console.log(
+        `two namespaces gone ${Math.abs(namespaces.deletedAt.get(a)! - namespaces.deletedAt.get(b)!)} ms apart; ` +
+          `workflows closed ${Math.max(...closed.map((d) => d.closeTime!.getTime() - bothGone))} ms after the later at the latest`,
+      );
+      expect(closed.filter((d) => d.closeTime!.getTime() < bothGone - 200).map((d) => d.workflowId)).toEqual([]);
+      expect(await operatorMetric(port, 'machinemodel_operator_deletions_released_total')).toBe(6);
+    } finally {
+      k.kubectl('-n', stuck, 'patch', 'configmap', 'held', '--type=merge', '-p', '{"metadata":{"finalizers":null}}');
+      namespaces.stop();
+      await client.connection.close();
+      expect(await own.stop()).toBe(0);
+    }
+  }, 300_000);
+
   it('without a gateway, goes while the operator is stopped: no finalizer waits on it', async () => {
     const away = k.createNamespace('ns-delete-away');
     const names = ['left-0', 'left-1', 'left-2'];
