@@ -66,8 +66,8 @@ export interface ContenderResult {
   deletionCpuSeconds?: Record<string, number>;
   /**
    * Operator only: kubectl delete namespace → no model's workflow runs any more, and the CPU seconds
-   * from the namespaces' end until then (the operator tells deleted models' workflows once their
-   * namespace is gone: src/informer/deletion-lane.ts).
+   * from the end of the namespaces and of their objects until then (without a gateway the operator
+   * tells deleted models' workflows after the namespaces' deletion: src/informer/deletion-lane.ts).
    */
   workflowsEndedSeconds?: number;
   workflowsEndCpuSeconds?: Record<string, number>;
@@ -607,7 +607,7 @@ export async function runContender(
   }
   if (name === 'operator' && !options.deleteStopped) {
     const tail = new Usage(stillRunning, ['postgres']);
-    await until(`${name}: its models' workflows ended`, () => noneRunning(stack, namespaces), timeoutMs);
+    await untilNoneRunning(stack, namespaces, timeoutMs);
     result.workflowsEndedSeconds = since();
     const used = tail.stop();
     result.workflowsEndCpuSeconds = { ...used.cpuSeconds, machine: used.machineCpuSeconds };
@@ -617,16 +617,23 @@ export async function runContender(
   return result;
 }
 
-/** Whether no model workflow of these namespaces runs (Temporal's visibility, which lags by a moment). */
-async function noneRunning(stack: StackInfo, namespaces: string[]): Promise<boolean> {
+/**
+ * Until no model workflow of these namespaces runs, by Temporal's visibility, twice in a row a second
+ * apart (a run that continues as new is briefly in neither state).
+ */
+async function untilNoneRunning(stack: StackInfo, namespaces: string[], timeoutMs: number): Promise<void> {
   const connection = await Connection.connect({ address: stack.temporalAddress });
   try {
     const client = new Client({ connection, namespace: stack.temporalNamespace });
     const quoted = namespaces.map((ns) => `'${ns}'`).join(', ');
-    const { count } = await client.workflow.count(
-      `MachineModelNamespace IN (${quoted}) AND ExecutionStatus = 'Running'`,
-    );
-    return count === 0;
+    const query = `MachineModelNamespace IN (${quoted}) AND ExecutionStatus = 'Running'`;
+    let empty = 0;
+    const deadline = Date.now() + timeoutMs;
+    while (empty < 2) {
+      if (Date.now() > deadline) throw new Error(`model workflows still running after ${timeoutMs / 1000}s`);
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      empty = (await client.workflow.count(query)).count === 0 ? empty + 1 : 0;
+    }
   } finally {
     await connection.close();
   }

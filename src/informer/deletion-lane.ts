@@ -20,7 +20,7 @@ export interface DeletionLaneOptions {
   recheckMs: number;
 }
 
-export const deletionLaneDefaults: DeletionLaneOptions = { holdLimitMs: 300_000, recheckMs: 10_000 };
+const deletionLaneDefaults: DeletionLaneOptions = { holdLimitMs: 300_000, recheckMs: 10_000 };
 
 interface Held {
   requests: Map<string, SignalRequest>;
@@ -30,7 +30,7 @@ interface Held {
 export class DeletionLane {
   private readonly held = new Map<string, Held>();
   private recheck: NodeJS.Timeout | undefined;
-  /** Deletions passed on, at the namespace's end or its hold limit. */
+  /** Deletions passed on: no namespace deletion with models under way, a shard lost, or the hold limit. */
   released = 0;
 
   /** `underWay`: whether a namespace deletion that concerns models is still under way. */
@@ -51,7 +51,7 @@ export class DeletionLane {
     return n;
   }
 
-  /** A model's deletion in a namespace being deleted: told when no namespace deletion is under way. */
+  /** A model's deletion in a namespace being deleted: told when no namespace deletion with models is under way. */
   hold(request: SignalRequest): void {
     let held = this.held.get(request.namespace);
     if (!held) {

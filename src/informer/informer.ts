@@ -34,7 +34,7 @@ import {
   type WatchEventType,
 } from './event-filter.js';
 import { StartGate } from './start-gate.js';
-import { DeletionLane, deletionLaneDefaults, type DeletionLaneOptions } from './deletion-lane.js';
+import { DeletionLane } from './deletion-lane.js';
 import { startGateDefaults } from '../core/first-round.js';
 import { ShardScope, type Shards } from './shard-scope.js';
 
@@ -181,7 +181,6 @@ export interface InformerOptions {
    * deletion (deletion-lane.ts): only without a gateway, where no route outside a namespace can be left.
    */
   holdDeletions: boolean;
-  deletionLane: DeletionLaneOptions;
   /** Only the namespaces of these shards (src/core/shards.ts); absent: every namespace. See `reshard`. */
   shards?: Shards;
 }
@@ -193,7 +192,6 @@ export const defaultInformerOptions: InformerOptions = {
   restartBackoffMs: { initial: 500, max: 30_000 },
   maxStartingModels: startGateDefaults.maxStarting,
   holdDeletions: false,
-  deletionLane: deletionLaneDefaults,
 };
 
 /** A watch that asks for the scope's shards and passes on only the objects the scope keeps. */
@@ -408,7 +406,6 @@ export class Informer {
     this.deletions = new DeletionLane(
       (request) => this.startGate.offer(request),
       () => this.modelsNamespaceDeleting(),
-      o.deletionLane,
     );
     this.apiserver = o.apiserver;
     this.watching = this.watch(new ShardScope(o.shards));
@@ -469,13 +466,13 @@ export class Informer {
   /**
    * Whether a namespace this informer serves is being deleted with models in it (held deletions, or
    * models still cached); one stuck on another controller's finalizer, with no model, does not count.
+   * An unserved namespace has neither. When the namespace watch cannot say, nothing holds them back.
    */
   private modelsNamespaceDeleting(): boolean {
     if (!this.namespaces.usable) return false;
-    const served = this.options.namespaces;
     return this.namespaces.lw.list().some((ns) => {
       const name = ns.metadata?.name ?? '';
-      if (!ns.metadata?.deletionTimestamp || (served.length && !served.includes(name))) return false;
+      if (!ns.metadata?.deletionTimestamp) return false;
       const models = this.list('MachineModel', name);
       return this.deletions.holds(name) || (models !== 'unknown' && models.length > 0);
     });

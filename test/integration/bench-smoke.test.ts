@@ -40,6 +40,8 @@ describe('the benchmark harness (bench:converge) on 10 objects', () => {
         deleteSeconds: undefined,
         ownObjectsGoneSeconds: undefined,
         deletionCpuSeconds: undefined,
+        workflowsEndedSeconds: undefined,
+        workflowsEndCpuSeconds: undefined,
       });
       // What the deletion had to delete, and what it cost.
       expect(r.objectsAtDeletion?.['deployment.apps']).toBe(10);
@@ -57,6 +59,9 @@ describe('the benchmark harness (bench:converge) on 10 objects', () => {
       }
       if (name === 'operator') {
         expect(r.perModel?.historyEvents.p50).toBeGreaterThan(0);
+        // The deleted models' workflows end after their namespace (the deletion lane), and that is measured too.
+        expect(r.workflowsEndedSeconds).toBeGreaterThanOrEqual(r.deleteSeconds!);
+        expect(r.workflowsEndCpuSeconds?.machine).toBeGreaterThanOrEqual(0);
         expect(r.atRest?.historyEventsPerMinute).toBeGreaterThanOrEqual(0);
         // Kubernetes steps run as local activities (markers), regular ones only on a retry.
         expect(r.perModel?.localActivities.p50).toBeGreaterThan(0);

@@ -89,7 +89,7 @@ describe('deleting a namespace that holds models', () => {
     expect(failed).toEqual([]);
     expect([...new Set(warnings)]).toEqual([]);
 
-    // Their workflows are told once the namespace is gone, not while its deletion needs the cores.
+    // Their workflows are told once the namespace's deletion is over, not while it needs the cores.
     const client = await temporalClient(stack);
     try {
       const gone = namespaces.deletedAt.get(ns)!;
