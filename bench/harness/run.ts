@@ -628,12 +628,12 @@ async function untilNoneRunning(stack: StackInfo, namespaces: string[], timeoutM
     const quoted = namespaces.map((ns) => `'${ns}'`).join(', ');
     const query = `MachineModelNamespace IN (${quoted}) AND ExecutionStatus = 'Running'`;
     let empty = 0;
-    const deadline = Date.now() + timeoutMs;
-    while (empty < 2) {
-      if (Date.now() > deadline) throw new Error(`model workflows still running after ${timeoutMs / 1000}s`);
-      await new Promise((resolve) => setTimeout(resolve, 1000));
+    const twiceEmpty = async () => {
+      await sleep(1000);
       empty = (await client.workflow.count(query)).count === 0 ? empty + 1 : 0;
-    }
+      return empty >= 2;
+    };
+    await until('model workflows ended', twiceEmpty, timeoutMs);
   } finally {
     await connection.close();
   }
