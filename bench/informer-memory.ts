@@ -5,7 +5,7 @@
 // and watches it, as the operator's ServiceAccount, in a process of its own: once for every shard, once
 // for none (the libraries' base), and once for each half of the shards two replicas would hold.
 // No Temporal and no workflows: this measures the informer's caches, which is what grows with N.
-// Usage: npm run bench:informer -- [--models 10000] [--namespaces 100] [--shards 4] [--label word]
+// Usage: npm run bench:informer -- [--models 10000] [--namespaces 100] [--shards 4] [--shard-hash mixed] [--label word]
 import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
@@ -16,7 +16,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { wholeNumber } from '../src/process/config.js';
 import type { MachineModelSpec } from '../src/core/api.js';
 import { buildDeployment, buildService, childLabels, defaultBuildOptions } from '../src/core/desired-state.js';
-import { shardOf } from '../src/core/shards.js';
+import { shardHashes, shardOf, type ShardHash } from '../src/core/shards.js';
 import { cacheRoot } from '../tools/local-stack/components.js';
 import { down, fakeNodeName, kubectlRun, up } from '../tools/local-stack/stack.js';
 import { machineModel } from '../test/support/models.js';
@@ -28,14 +28,16 @@ const cmd = new Command('bench:informer')
   .addOption(new Option('--models <n>', 'models').argParser(wholeNumber('--models')).default(10_000))
   .addOption(new Option('--namespaces <k>', 'namespaces').argParser(wholeNumber('--namespaces')).default(100))
   .addOption(new Option('--shards <k>', 'shards').argParser(wholeNumber('--shards')).default(4))
+  .addOption(new Option('--shard-hash <hash>', "the operator's --shard-hash").choices(shardHashes).default('mixed'))
   .addOption(new Option('--label <word>', 'added to the results file name'))
   .parse();
 const {
   models,
   namespaces: k,
   shards,
+  shardHash: hash,
   label,
-} = cmd.opts<{ models: number; namespaces: number; shards: number; label?: string }>();
+} = cmd.opts<{ models: number; namespaces: number; shards: number; shardHash: ShardHash; label?: string }>();
 
 const stateDir = path.join(cacheRoot, 'stack-bench');
 const log = (line: string) => console.error(`${new Date().toISOString().slice(11, 19)} ${line}`);
@@ -87,6 +89,7 @@ function measure(kubeconfig: string, owned: string): Measured {
       fileURLToPath(new URL('./harness/informer-heap.ts', import.meta.url)),
       kubeconfig,
       String(shards),
+      hash,
       owned,
     ],
     { encoding: 'utf8', maxBuffer: 2 ** 24 },
@@ -141,7 +144,7 @@ async function main(): Promise<void> {
     const layoutSeconds = round((Date.now() - started) / 1000);
     log(`${models} models and their children in ${layoutSeconds} s`);
     const modelsPerShard = Array.from({ length: shards }, () => 0);
-    for (let i = 0; i < models; i++) modelsPerShard[shardOf(namespaces[i % k]!, shards)]!++;
+    for (let i = 0; i < models; i++) modelsPerShard[shardOf(namespaces[i % k]!, { count: shards, hash })]!++;
     const kubeconfig = operatorKubeconfig(stack);
     const base = measure(kubeconfig, 'none');
     log(`base: heap ${base.heapMiB.toFixed(1)} MiB`);
@@ -158,6 +161,7 @@ async function main(): Promise<void> {
       models,
       namespaces: k,
       shards,
+      shardHash: hash,
       layoutSeconds,
       modelsPerShard,
       base,

@@ -222,8 +222,9 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
     // Without a worker in this process, the informer's own connection tells whether Temporal answers.
     if (config.role === 'informer') parts.temporalWatch = watchTemporal(connection, temporal);
     const base = config.temporal.taskQueue;
-    const { shards, leaseNamespace, identity } = config.sharding;
-    const queueFor = sharded ? (namespace: string) => shardTaskQueue(base, shardOf(namespace, shards)) : undefined;
+    const { shards, hash, leaseNamespace, identity } = config.sharding;
+    const layout = { count: shards, hash };
+    const queueFor = sharded ? (namespace: string) => shardTaskQueue(base, shardOf(namespace, layout)) : undefined;
     const signaler = new Signaler(
       workflowSender(client, { taskQueue: base, queueFor, workflow: config.workflow }),
       log,
@@ -244,7 +245,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
       maxStartingModels: config.maxStartingModels,
       holdDeletions: config.gateway.kind === 'none',
       // No shard until the Leases give some.
-      shards: sharded ? { count: shards, owned: [] } : undefined,
+      shards: sharded ? { ...layout, owned: [] } : undefined,
     });
     Object.assign(sources, { informer, signaler, startGate: informer.startGate, deletions: informer.deletions });
     parts.informer = async () => {
@@ -274,25 +275,30 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
       );
     if (!sharded) sweepVanished([base]);
     else {
-      // The selector goes to the apiserver only where it is seen to apply it (an alpha field: another
-      // version might refuse it); the informer's own filter keeps the same objects either way.
-      const serverSide = await apiserverFiltersShards(kc, config.namespaces[0]).catch((err: unknown) => {
-        log.warn({ err: apiMessage(err) }, 'could not tell whether the apiserver filters shards; filtering here');
-        return false;
-      });
+      // The selector goes to the apiserver only with its own hash, and only where it is seen to apply
+      // it (an alpha field: another version might refuse it); the informer's own filter keeps the same
+      // objects either way.
+      const serverSide =
+        hash === 'apiserver' &&
+        (await apiserverFiltersShards(kc, config.namespaces[0]).catch((err: unknown) => {
+          log.warn({ err: apiMessage(err) }, 'could not tell whether the apiserver filters shards; filtering here');
+          return false;
+        }));
       informer.serverSelector = serverSide;
       log.info(
-        { serverSide },
+        { serverSide, hash },
         serverSide
           ? 'the apiserver sends each replica only its shards (ShardedListAndWatch)'
-          : "the apiserver does not filter shards: each replica receives every object and keeps its shards'",
+          : hash === 'mixed'
+            ? "the shards are drawn from a mixed hash, which the apiserver cannot select on: each replica receives every object and keeps its shards'"
+            : "the apiserver does not filter shards: each replica receives every object and keeps its shards'",
       );
       const placement = new ShardPlacement(
         {
           startWorker: startShardWorker,
           async reshard(owned) {
             await informer.reshard(owned);
-            signaler.forget((ns) => !owned.includes(shardOf(ns, shards)));
+            signaler.forget((ns) => !owned.includes(shardOf(ns, layout)));
           },
           placed: (held) =>
             void informer.listed().then(() => sweepVanished([base, ...held.map((k) => shardTaskQueue(base, k))])),
@@ -305,7 +311,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
         {
           namespace: leaseNamespace,
           identity,
-          count: shards,
+          layout,
           prefix: leasePrefixFor(base),
           contact: () => probes.contact(),
         },

@@ -1,13 +1,14 @@
 // One replica's informer, alone in a process: it lists and watches what the operator's informer does
 // (as the operator's ServiceAccount), for every shard or for some, and reports the heap it holds once
 // listed. Run by bench/informer-memory.ts, one process a measurement, so no run inherits another's heap.
-// Usage: node --expose-gc --import tsx bench/harness/informer-heap.ts <kubeconfig> <shard count> <owned, e.g. 0,2 | all | none>
+// Usage: node --expose-gc --import tsx bench/harness/informer-heap.ts <kubeconfig> <shard count> <hash> <owned, e.g. 0,2 | all | none>
 import { setTimeout as sleep } from 'node:timers/promises';
 import { KubeConfig } from '@kubernetes/client-node';
+import type { ShardHash } from '../../src/core/shards.js';
 import { Informer } from '../../src/informer/informer.js';
 import { createLogger } from '../../src/process/logger.js';
 
-const [kubeconfig, count, owned] = process.argv.slice(2) as [string, string, string];
+const [kubeconfig, count, hash, owned] = process.argv.slice(2) as [string, string, ShardHash, string];
 const gc = (globalThis as { gc?: () => void }).gc;
 if (!gc) throw new Error('run with --expose-gc');
 
@@ -23,7 +24,9 @@ async function settledHeapMiB(): Promise<number> {
 const kc = new KubeConfig();
 kc.loadFromFile(kubeconfig);
 const shards =
-  owned === 'all' ? undefined : { count: Number(count), owned: owned === 'none' ? [] : owned.split(',').map(Number) };
+  owned === 'all'
+    ? undefined
+    : { count: Number(count), hash, owned: owned === 'none' ? [] : owned.split(',').map(Number) };
 const informer = new Informer(kc, () => undefined, createLogger('warn'), { shards, maxStartingModels: 0 });
 const before = await settledHeapMiB();
 const started = Date.now();

@@ -1,7 +1,11 @@
 // Shards of the namespace hash: a model and its children share a namespace, so the replica that owns
-// a namespace's shard sees all of them. The hash and ranges are the apiserver's own (KEP-5866,
-// k8s.io/apimachinery/pkg/sharding): 64-bit FNV-1a of the field, ranges [start, end) in 0x-prefixed
-// 16-digit hex, so a server-side `shardSelector` and the client-side filter agree to the object.
+// a namespace's shard sees all of them. Two ways to draw a namespace's shard from its name:
+// - 'apiserver': the apiserver's own hash and ranges (KEP-5866, k8s.io/apimachinery/pkg/sharding),
+//   64-bit FNV-1a of the field, ranges [start, end) in 0x-prefixed 16-digit hex, so a server-side
+//   `shardSelector` and the client-side filter agree to the object. FNV-1a carries a name's last
+//   characters into its low bits only, so `team-1` to `team-9` share a shard;
+// - 'mixed' (the default): the same hash with every bit stirred into every other, so names alike spread
+//   evenly; the apiserver cannot select on it, and each replica filters what it receives.
 
 const space = 1n << 64n;
 const fnvOffset = 0xcbf29ce484222325n;
@@ -22,22 +26,44 @@ function startOf(k: number, count: number): bigint {
   return (n + c - 1n) / c;
 }
 
-export function shardOf(namespace: string, count: number): number {
-  return Number((namespaceHash(namespace) * BigInt(count)) / space);
+export type ShardHash = 'mixed' | 'apiserver';
+export const shardHashes: readonly ShardHash[] = ['mixed', 'apiserver'];
+
+/** How namespaces fall into shards: how many, and which hash draws them. */
+export interface ShardLayout {
+  count: number;
+  hash: ShardHash;
+}
+
+/**
+ * MurmurHash3's 64-bit finalizer (fmix64): a bijection in which each input bit flips each output bit
+ * with probability about 1/2. Written out: src/core imports no package, and it is five operations.
+ */
+function fmix64(h: bigint): bigint {
+  h ^= h >> 33n;
+  h = (h * 0xff51afd7ed558ccdn) & mask;
+  h ^= h >> 33n;
+  h = (h * 0xc4ceb9fe1a85ec53n) & mask;
+  return h ^ (h >> 33n);
+}
+
+export function shardOf(namespace: string, layout: ShardLayout): number {
+  const hash = namespaceHash(namespace);
+  return Number(((layout.hash === 'mixed' ? fmix64(hash) : hash) * BigInt(layout.count)) / space);
 }
 
 function hex(n: bigint): string {
   return n === space ? '0x10000000000000000' : `0x${n.toString(16).padStart(16, '0')}`;
 }
 
-/** Shard k's hash range as the apiserver's shardRange() takes it. */
+/** Shard k's hash range as the apiserver's shardRange() takes it (the 'apiserver' hash). */
 export function shardRange(k: number, count: number): { start: string; end: string } {
   return { start: hex(startOf(k, count)), end: hex(startOf(k + 1, count)) };
 }
 
 /**
- * The list/watch `shardSelector` for a set of shards: adjacent shards merged into one range. Empty
- * for every shard (no selector needed) and for none (the caller watches nothing).
+ * The list/watch `shardSelector` for a set of shards of the 'apiserver' hash: adjacent shards merged
+ * into one range. Empty for every shard (no selector needed) and for none (the caller watches nothing).
  */
 export function shardSelector(shards: Iterable<number>, count: number): string {
   const owned = [...new Set(shards)].filter((k) => k >= 0 && k < count).sort((a, b) => a - b);
@@ -55,6 +81,11 @@ export function shardSelector(shards: Iterable<number>, count: number): string {
       return `shardRange(object.metadata.namespace, '${start}', '${end}')`;
     })
     .join(' || ');
+}
+
+/** The layout's part of the shards' Lease names: replicas of another layout never share a Lease. */
+export function layoutTag(layout: ShardLayout): string {
+  return `${layout.count}${layout.hash === 'mixed' ? 'm' : ''}`;
 }
 
 /** The task queue of shard k: each shard's workflows and activities run on the replica that owns it. */

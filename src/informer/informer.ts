@@ -609,7 +609,7 @@ export class Informer {
     const shards = this.options.shards;
     if (!shards) throw new Error('reshard: this informer was not started with shards');
     const next = this.resharding.then(async () => {
-      const scope = new ShardScope({ count: shards.count, owned }, this.serverSelector);
+      const scope = new ShardScope({ ...shards, owned }, this.serverSelector);
       if (scope.sameAs(this.watching.scope)) return;
       const before = this.watching;
       this.earlierRestarts += before.cached.reduce((n, s) => n + s.restarts, 0);

@@ -1,13 +1,12 @@
 // Which objects an informer keeps: every one, or those of the namespaces in the shards its replica
-// holds. The apiserver filters too when it offers sharded list and watch (KEP-5866); the client-side
-// check stays either way, so that a server without the feature (or with the gate off, which ignores
+// holds. With the 'apiserver' hash the apiserver filters too when it offers sharded list and watch
+// (KEP-5866); the client-side check stays either way, so that a server without the feature (or with the gate off, which ignores
 // the selector) changes how much is sent, never what is kept.
 import type { KubeConfig } from '@kubernetes/client-node';
-import { shardOf, shardSelector } from '../core/shards.js';
+import { shardOf, shardSelector, type ShardLayout } from '../core/shards.js';
 import { getJson } from '../process/kube-api.js';
 
-export interface Shards {
-  count: number;
+export interface Shards extends ShardLayout {
   owned: readonly number[];
 }
 
@@ -17,13 +16,16 @@ export class ShardScope {
   private readonly owned: ReadonlySet<number>;
   private readonly memo = new Map<string, boolean>();
 
-  /** `serverSide`: send the selector (where the apiserver applies it); the filter applies either way. */
+  /**
+   * `serverSide`: send the selector (where the apiserver applies it; only the 'apiserver' hash has
+   * one); the filter applies either way.
+   */
   constructor(
     readonly shards?: Shards,
     serverSide = true,
   ) {
     this.owned = new Set(shards?.owned ?? []);
-    this.selector = shards && serverSide ? shardSelector(this.owned, shards.count) : '';
+    this.selector = shards?.hash === 'apiserver' && serverSide ? shardSelector(this.owned, shards.count) : '';
   }
 
   /** No shard held: nothing to list or watch. */
@@ -35,7 +37,7 @@ export class ShardScope {
     if (!this.shards) return true;
     let kept = this.memo.get(namespace);
     if (kept === undefined) {
-      kept = this.owned.has(shardOf(namespace, this.shards.count));
+      kept = this.owned.has(shardOf(namespace, this.shards));
       this.memo.set(namespace, kept);
     }
     return kept;
@@ -45,6 +47,7 @@ export class ShardScope {
     if (!this.shards || !other.shards) return !this.shards && !other.shards;
     return (
       this.shards.count === other.shards.count &&
+      this.shards.hash === other.shards.hash &&
       this.owned.size === other.owned.size &&
       [...this.owned].every((k) => other.owned.has(k))
     );

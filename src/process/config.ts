@@ -7,6 +7,7 @@ import { hostname } from 'node:os';
 import { defaultBuildOptions, type BuildOptions } from '../core/desired-state.js';
 import { defaultWorkflowConfig, type WorkflowConfig } from '../core/reconcile-timing.js';
 import { startGateDefaults } from '../core/first-round.js';
+import { shardHashes, type ShardHash } from '../core/shards.js';
 
 /**
  * The readiness rechecks of the workflows this operator starts (in their input, so runs already going
@@ -53,9 +54,10 @@ export interface OperatorConfig {
   maxStartingModels: number;
   /**
    * Replicas split the namespaces in this many shards, taken through Leases in `leaseNamespace`
-   * (docs/scaling.md); 0: every replica watches everything and polls the one task queue.
+   * (docs/scaling.md), drawn from the namespace's name by `hash`; 0: every replica watches everything
+   * and polls the one task queue.
    */
-  sharding: { shards: number; leaseNamespace: string; identity: string };
+  sharding: { shards: number; hash: ShardHash; leaseNamespace: string; identity: string };
   /** How long a workflow task may wait on this worker's sticky queue before it moves to the normal one. */
   stickyQueueTimeoutSeconds: number;
   build: BuildOptions;
@@ -275,6 +277,15 @@ function operatorCommand(): Command {
         .default(0),
     )
     .addOption(
+      new Option(
+        '--shard-hash <hash>',
+        "how a namespace's shard is drawn from its name: mixed spreads names alike (team-1, team-2) evenly, and each replica filters what it receives; apiserver is the apiserver's own hash, which it can filter on (ShardedListAndWatch) but which puts names that differ only at the end on one shard (docs/scaling.md)",
+      )
+        .env('MMO_SHARD_HASH')
+        .choices(shardHashes)
+        .default('mixed'),
+    )
+    .addOption(
       new Option('--lease-namespace <namespace>', "where the shards' Leases live: the operator's own namespace")
         .env('MMO_LEASE_NAMESPACE')
         .default(inClusterNamespace() ?? 'machinemodel-system'),
@@ -465,6 +476,7 @@ export function parseOperatorConfig(argv: string[]): OperatorConfig {
         maxCachedWorkflows?: number;
         maxStartingModels: number;
         shards: number;
+        shardHash: ShardHash;
         leaseNamespace: string;
         identity: string;
         stickyQueueTimeout: number;
@@ -502,7 +514,7 @@ export function parseOperatorConfig(argv: string[]): OperatorConfig {
     maxConcurrentLocalActivities: o.maxConcurrentLocalActivities,
     maxCachedWorkflows: o.maxCachedWorkflows,
     maxStartingModels: o.maxStartingModels,
-    sharding: { shards: o.shards, leaseNamespace: o.leaseNamespace, identity: o.identity },
+    sharding: { shards: o.shards, hash: o.shardHash, leaseNamespace: o.leaseNamespace, identity: o.identity },
     stickyQueueTimeoutSeconds: o.stickyQueueTimeout,
     build: {
       ...defaultBuildOptions,

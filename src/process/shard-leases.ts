@@ -18,15 +18,18 @@ import {
 } from '../core/shard-assignment.js';
 import { apiClient } from './kube-api.js';
 import { apiMessage, apiStatus } from './kube-errors.js';
-import { namespaceHash } from '../core/shards.js';
+import { layoutTag, namespaceHash, type ShardLayout } from '../core/shards.js';
 
 export interface ShardLeaseOptions {
   /** The operator's namespace, where its Leases live. */
   namespace: string;
   /** This replica's name in the Leases: unique per process. */
   identity: string;
-  count: number;
-  /** Lease names start with it (one install's Leases): `<prefix>-shard-<k>-of-<N>`, `<prefix>-member-of-<N>-<identity>`. */
+  layout: ShardLayout;
+  /**
+   * Lease names start with it (one install's Leases): `<prefix>-shard-<k>-of-<tag>`,
+   * `<prefix>-member-of-<tag>-<identity>`, the tag being N, or N and `m` for the mixed hash.
+   */
   prefix: string;
   timing?: AssignmentTiming;
   tickMs?: number;
@@ -49,9 +52,12 @@ export function leasePrefixFor(taskQueue: string): string {
   return `${name.slice(0, 23).replace(/-+$/, '') || 'mmo'}-${namespaceHash(taskQueue).toString(16).padStart(16, '0')}`;
 }
 
-/** Shard k's Lease. The count is in the name: replicas of another count (a change rolling out) never share one. */
-export function shardLeaseName(prefix: string, k: number, count: number): string {
-  return `${prefix}-shard-${k}-of-${count}`;
+/**
+ * Shard k's Lease. The count and hash are in the name: replicas of another layout (a change rolling
+ * out) never share one.
+ */
+export function shardLeaseName(prefix: string, k: number, layout: ShardLayout): string {
+  return `${prefix}-shard-${k}-of-${layoutTag(layout)}`;
 }
 
 /** A monotonic clock: a Lease's age must not jump with the wall clock. */
@@ -98,12 +104,12 @@ export class ShardLeases {
   }
 
   private shardLease(k: number): string {
-    return shardLeaseName(this.opts.prefix, k, this.opts.count);
+    return shardLeaseName(this.opts.prefix, k, this.opts.layout);
   }
 
-  /** Members of another count are not counted: they take other Leases. */
+  /** Members of another layout are not counted: they take other Leases. */
   private get memberPrefix(): string {
-    return `${this.opts.prefix}-member-of-${this.opts.count}-`;
+    return `${this.opts.prefix}-member-of-${layoutTag(this.opts.layout)}-`;
   }
 
   private get memberLease(): string {
@@ -151,7 +157,7 @@ export class ShardLeases {
     });
     const byName = new Map(listed.items.map((l) => [l.metadata?.name ?? '', l]));
     const shards = new Map<number, ObservedLease>();
-    for (let k = 0; k < this.opts.count; k++) {
+    for (let k = 0; k < this.opts.layout.count; k++) {
       const lease = byName.get(this.shardLease(k));
       if (lease) shards.set(k, this.observe(lease, now));
     }
@@ -173,7 +179,7 @@ export class ShardLeases {
     const decision = decideAssignment({
       me: this.opts.identity,
       now,
-      count: this.opts.count,
+      count: this.opts.layout.count,
       shards,
       members,
       held: this.held,

@@ -25,7 +25,7 @@ const stack = inject('stack');
 const k = kubectlFor(stack);
 const taskQueue = `mmo-${randomUUID()}`;
 let ns: string;
-const shards = 2;
+const layout = { count: 2, hash: 'mixed' } as const;
 const operators: ShardedReplica[] = [];
 
 const pauseSeconds = 60;
@@ -37,7 +37,7 @@ beforeAll(async () => {
   ns = k.createNamespace('rollout-durability');
   for (const name of ['a', 'b'])
     operators.push(
-      await startShardedReplica(stack, shards, `rollout-${name}`, { MMO_NAMESPACES: ns, MMO_TASK_QUEUE: taskQueue }),
+      await startShardedReplica(stack, layout, `rollout-${name}`, { MMO_NAMESPACES: ns, MMO_TASK_QUEUE: taskQueue }),
     );
   await eventually(
     'each replica holding a shard',
@@ -65,12 +65,12 @@ it("finishes a rollout whose shard's replica was killed in the middle of a pause
   );
 
   // The replica whose shard holds the model's namespace runs its workflows: that one goes.
-  const lease = shardLeaseName(leasePrefixFor(taskQueue), shardOf(ns, shards), shards);
+  const lease = shardLeaseName(leasePrefixFor(taskQueue), shardOf(ns, layout), layout);
   const holder = k.get('lease', 'machinemodel-system', lease)?.spec?.holderIdentity as string;
   const victim = operators.find((o) => o.identity === holder)!;
   const survivor = operators.find((o) => o !== victim)!;
   expect((await client.workflow.getHandle(workflowId).describe()).taskQueue).toBe(
-    shardTaskQueue(taskQueue, shardOf(ns, shards)),
+    shardTaskQueue(taskQueue, shardOf(ns, layout)),
   );
   await victim.process.kill();
   await eventually(

@@ -2,8 +2,9 @@
 // the shards through Leases, each keeps only its shards' objects, each model's workflow runs on its
 // namespace's shard queue, a change is signalled once (not once per replica), and a replica killed
 // without a word has its shards taken and its models reconciled by the other. Played twice: on the
-// shared stack, whose apiserver filters shards itself (ShardedListAndWatch on), and on a small stack of
-// its own with the gate off, where the informer's own filter does all the work.
+// shared stack with the apiserver's hash, which that apiserver filters itself (ShardedListAndWatch on),
+// and on a small stack of its own with the gate off and the mixed hash (the default), where the
+// informer's own filter does all the work.
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
@@ -11,7 +12,7 @@ import path from 'node:path';
 import { defaultPayloadConverter, type Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { workflowIdFor } from '../../src/core/api.js';
-import { shardOf, shardTaskQueue } from '../../src/core/shards.js';
+import { shardOf, shardTaskQueue, type ShardHash } from '../../src/core/shards.js';
 import { down, up, type StackInfo } from '../../tools/local-stack/stack.js';
 import { kubectlFor } from '../support/cluster.js';
 import { eventually } from '../support/eventually.js';
@@ -47,8 +48,13 @@ async function stackWithGateOff(): Promise<{ stack: StackInfo; stop: () => Promi
   }
 }
 
-function scenario(gate: 'on' | 'off', getStack: () => Promise<{ stack: StackInfo; stop?: () => Promise<void> }>) {
-  describe(`replicas that split the shards (ShardedListAndWatch ${gate})`, () => {
+function scenario(
+  gate: 'on' | 'off',
+  hash: ShardHash,
+  getStack: () => Promise<{ stack: StackInfo; stop?: () => Promise<void> }>,
+) {
+  const layout = { count: shards, hash };
+  describe(`replicas that split the shards (ShardedListAndWatch ${gate}, ${hash} hash)`, () => {
     const taskQueue = `mmo-shards-${randomUUID().slice(0, 8)}`;
     let stack: StackInfo;
     let stop: (() => Promise<void>) | undefined;
@@ -59,7 +65,7 @@ function scenario(gate: 'on' | 'off', getStack: () => Promise<{ stack: StackInfo
     const replicas: (ShardedReplica & { name: string })[] = [];
 
     async function startReplica(name: string): Promise<void> {
-      const replica = await startShardedReplica(stack, shards, `shards-${gate}-${name}`, {
+      const replica = await startShardedReplica(stack, layout, `shards-${gate}-${name}`, {
         MMO_TASK_QUEUE: taskQueue,
         MMO_NAMESPACES: namespaces.join(','),
       });
@@ -96,7 +102,7 @@ function scenario(gate: 'on' | 'off', getStack: () => Promise<{ stack: StackInfo
       const perShard = new Map<number, number>();
       while ([...Array(shards).keys()].some((s) => (perShard.get(s) ?? 0) < 2)) {
         const ns = k.createNamespace('shard');
-        const s = shardOf(ns, shards);
+        const s = shardOf(ns, layout);
         if ((perShard.get(s) ?? 0) >= 2) {
           k.kubectl('delete', 'namespace', ns, '--wait=false');
           continue;
@@ -126,13 +132,15 @@ function scenario(gate: 'on' | 'off', getStack: () => Promise<{ stack: StackInfo
       );
       expect(held).toEqual([2, 2]);
       for (const r of replicas)
-        expect(await metric(r.metrics, 'machinemodel_operator_shards_server_side')).toBe(gate === 'on' ? 1 : 0);
+        expect(await metric(r.metrics, 'machinemodel_operator_shards_server_side')).toBe(
+          gate === 'on' && hash === 'apiserver' ? 1 : 0,
+        );
       k.apply(namespaces.map((ns) => machineModel(ns, 'm')));
       for (const ns of namespaces) await eventually(`${ns}/m Ready`, () => readyAt(ns, 'm', 1), 120_000);
 
       for (const ns of namespaces) {
         const description = await client.workflow.getHandle(workflowIdFor(ns, 'm')).describe();
-        expect(description.taskQueue, ns).toBe(shardTaskQueue(taskQueue, shardOf(ns, shards)));
+        expect(description.taskQueue, ns).toBe(shardTaskQueue(taskQueue, shardOf(ns, layout)));
       }
       // Two shards each, two namespaces a shard, one model a namespace: four models in each cache.
       for (const r of replicas) {
@@ -185,5 +193,5 @@ function scenario(gate: 'on' | 'off', getStack: () => Promise<{ stack: StackInfo
   });
 }
 
-scenario('on', async () => ({ stack: inject('stack') }));
-scenario('off', stackWithGateOff);
+scenario('on', 'apiserver', async () => ({ stack: inject('stack') }));
+scenario('off', 'mixed', stackWithGateOff);

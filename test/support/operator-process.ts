@@ -8,6 +8,7 @@ import { Client, Connection } from '@temporalio/client';
 import { writeServiceAccountKubeconfig } from '../../tools/local-stack/kubeconfig.js';
 import { freePort } from '../../tools/local-stack/processes.js';
 import { kubectlRun, type StackInfo } from '../../tools/local-stack/stack.js';
+import type { ShardLayout } from '../../src/core/shards.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -141,12 +142,13 @@ export interface ShardedReplica {
 }
 
 /**
- * One replica of a sharded operator (--shards, Leases in machinemodel-system, as installed), as its
- * ServiceAccount, with a unique identity and its metrics served; `env` adds the queue, namespaces, ….
+ * One replica of a sharded operator (--shards and --shard-hash, Leases in machinemodel-system, as
+ * installed), as its ServiceAccount, with a unique identity and its metrics served; `env` adds the
+ * queue, namespaces, ….
  */
 export async function startShardedReplica(
   stack: StackInfo,
-  shards: number,
+  layout: ShardLayout,
   name: string,
   env: Record<string, string>,
 ): Promise<ShardedReplica> {
@@ -156,7 +158,8 @@ export async function startShardedReplica(
     stack,
     {
       ...env,
-      MMO_SHARDS: String(shards),
+      MMO_SHARDS: String(layout.count),
+      MMO_SHARD_HASH: layout.hash,
       MMO_LEASE_NAMESPACE: 'machinemodel-system',
       MMO_IDENTITY: identity,
       MMO_METRICS_PORT: String(metrics),

@@ -1,6 +1,14 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { namespaceHash, shardOf, shardRange, shardSelector, shardTaskQueue } from '../../src/core/shards.js';
+import {
+  layoutTag,
+  namespaceHash,
+  shardOf,
+  shardRange,
+  shardSelector,
+  shardTaskQueue,
+  type ShardLayout,
+} from '../../src/core/shards.js';
 
 const inRange = (hash: bigint, r: { start: string; end: string }) => hash >= BigInt(r.start) && hash < BigInt(r.end);
 
@@ -23,14 +31,49 @@ describe('shards of the namespace hash', () => {
     expect(shardRange(2, 3).start).toBe('0xaaaaaaaaaaaaaaab');
   });
 
-  it('puts every namespace in exactly one shard, the one whose range holds its hash', () => {
+  it("with the apiserver's hash, puts every namespace in exactly one shard, the one whose range holds its hash", () => {
     fc.assert(
       fc.property(fc.string({ maxLength: 63 }), fc.integer({ min: 1, max: 64 }), (ns, count) => {
         const hash = namespaceHash(ns);
         const holders = [...Array(count).keys()].filter((k) => inRange(hash, shardRange(k, count)));
-        expect(holders).toEqual([shardOf(ns, count)]);
+        expect(holders).toEqual([shardOf(ns, { count, hash: 'apiserver' })]);
       }),
     );
+  });
+
+  it('with the mixed hash, puts every namespace in one of the shards', () => {
+    fc.assert(
+      fc.property(fc.string({ maxLength: 63 }), fc.integer({ min: 1, max: 64 }), (ns, count) => {
+        const shard = shardOf(ns, { count, hash: 'mixed' });
+        expect(Number.isInteger(shard) && shard >= 0 && shard < count).toBe(true);
+      }),
+    );
+  });
+
+  /** How many of `names` fall on each of 4 shards. */
+  const spread = (names: string[], hash: ShardLayout['hash']) => {
+    const counts = [0, 0, 0, 0];
+    for (const ns of names) counts[shardOf(ns, { count: 4, hash })]!++;
+    return counts;
+  };
+  const numbered = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix}${i}`);
+
+  it("spreads names that differ only at the end, which the apiserver's hash puts on one or two shards", () => {
+    for (const prefix of ['tenant-', 'team-', 'informer-', 'bench-operator-adb408-']) {
+      const apiserver = spread(numbered(prefix, 100), 'apiserver');
+      expect(apiserver.filter((n) => n > 0).length, `${prefix}: ${apiserver}`).toBeLessThanOrEqual(2);
+      // 25 each on average; a fair split of 100 keeps every shard within 15..35 (about 2.3 standard deviations).
+      const mixed = spread(numbered(prefix, 100), 'mixed');
+      for (const n of mixed) expect(n, `${prefix}: ${mixed}`).toBeGreaterThanOrEqual(15);
+      for (const n of mixed) expect(n, `${prefix}: ${mixed}`).toBeLessThanOrEqual(35);
+    }
+    // The benchmark's 16 namespaces, which fell on 2 shards of one replica with the apiserver's hash.
+    expect(spread(numbered('bench-operator-adb408-', 16), 'mixed').every((n) => n >= 2)).toBe(true);
+  });
+
+  it('names the Leases of each layout apart, so replicas of another count or hash never share one', () => {
+    expect(layoutTag({ count: 4, hash: 'apiserver' })).toBe('4');
+    expect(layoutTag({ count: 4, hash: 'mixed' })).toBe('4m');
   });
 
   it('selects the owned shards, adjacent ranges merged; nothing to select for all of them', () => {
