@@ -21,6 +21,7 @@ describe('parseOperatorConfig', () => {
     expect(c.stickyQueueTimeoutSeconds).toBe(10);
     expect(c.maxConcurrentLocalActivities).toBe(16);
     expect(c.maxStartingModels).toBe(64);
+    expect(c.sharding).toMatchObject({ shards: 0, hash: 'mixed' });
     expect(c.workflow).toEqual({
       progressDeadlineSeconds: 600,
       driftCheckSeconds: 36_000,
@@ -55,6 +56,7 @@ describe('parseOperatorConfig', () => {
       /--progress-deadline must be a whole number/,
     );
     expect(() => parseOperatorConfig(['--role', 'boss'])).toThrow(/role/);
+    expect(() => parseOperatorConfig(['--shard-hash', 'fnv'])).toThrow(/shard-hash.*mixed, apiserver/);
     expect(() => parseOperatorConfig(['--max-starting-models', '-1'])).toThrow(
       /--max-starting-models must be a whole number >= 0/,
     );
