@@ -149,7 +149,16 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
     activities = createActivities({ kube, build: config.build, gateway: gatewayDriver(config.gateway, kube) });
     const connection = await untilTemporalAnswers(workerConnector(config.temporal), temporal, abort.signal);
     parts.temporalWatch = watchTemporal(connection, temporal, undefined, probes);
-    // The base queue's worker runs everywhere: the janitor, models started before sharding or by mmctl.
+    if (sharded) {
+      // The base queue is shard 0's (shardTaskQueue): its worker comes and goes with that shard. A
+      // worker costs about 35 MiB (docs/scaling.md), so a replica runs one per shard it holds, no more.
+      connected?.(connection);
+      parts.worker = () => connection.close();
+      readyGate.ready('worker');
+      log.info({ taskQueue: config.temporal.taskQueue, namespace: config.temporal.namespace }, 'connected to Temporal');
+      return;
+    }
+    // Unsharded, the base queue's worker runs everywhere: every model, the janitor, what mmctl starts.
     // No stop of its own: the process ends with this worker, and its activities get the grace time.
     const worker = await untilTemporalAnswers(
       () => createWorker(connection, config.temporal.taskQueue, activities!, undefined),
@@ -175,7 +184,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
   }
 
   /**
-   * A shard's worker, on its own queue, sharing the base worker's connection and activities. It gives
+   * A shard's worker, on its own queue, sharing the worker connection and the activities. It gives
    * up after 30 s (Temporal away): the next placement tries again. It stops within 6 s of being asked
    * (src/core/shard-assignment.ts counts on it): in-flight tasks get 4 s, then are cancelled.
    */
@@ -301,7 +310,9 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
             signaler.forget((ns) => !owned.includes(shardOf(ns, layout)));
           },
           placed: (held) =>
-            void informer.listed().then(() => sweepVanished([base, ...held.map((k) => shardTaskQueue(base, k))])),
+            void informer
+              .listed()
+              .then(() => sweepVanished([...new Set([base, ...held.map((k) => shardTaskQueue(base, k))])])),
           failed: (err) => settle.reject(err),
         },
         log,

@@ -88,7 +88,11 @@ export function layoutTag(layout: ShardLayout): string {
   return `${layout.count}${layout.hash === 'mixed' ? 'm' : ''}`;
 }
 
-/** The task queue of shard k: each shard's workflows and activities run on the replica that owns it. */
+/**
+ * The task queue of shard k: each shard's workflows and activities run on the replica that owns it.
+ * Shard 0's is the base queue, so that what runs there without a shard (the gateway janitor, models
+ * started before sharding or by mmctl) needs no worker of its own.
+ */
 export function shardTaskQueue(base: string, k: number): string {
-  return `${base}/shard-${k}`;
+  return k === 0 ? base : `${base}/shard-${k}`;
 }
