@@ -2,7 +2,7 @@
 // the peer (sample-controller) and this operator, in one run. Writes bench/results/<date>-<N>.json
 // with its chart (.png) and prints a table with the operator's ratios to the others.
 // Usage: npm run bench:converge -- --models 1000 [--rest 600] [--temporal dev|postgres] [--only floor,peer,operator]
-//        [--give-up minutes] [--profile dir] [--label word] [--namespaces K] [--replicas R [--shards S]]
+//        [--give-up minutes] [--profile dir] [--label word] [--namespaces K] [--replicas R [--shards S] [--shard-hash H]]
 //        [--delete-stopped]
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -10,6 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError, Option } from 'commander';
+import { shardHashes, type ShardHash } from '../src/core/shards.js';
 import { wholeNumber } from '../src/process/config.js';
 import { cacheRoot } from '../tools/local-stack/components.js';
 import { down, up } from '../tools/local-stack/stack.js';
@@ -59,6 +60,11 @@ const cmd = new Command('bench:converge')
       "the operator's --shards (default: 4 with several replicas, as installed; else 0)",
     ).argParser(wholeNumber('--shards', 0)),
   )
+  .addOption(
+    new Option('--shard-hash <hash>', "the operator's --shard-hash, with --shards")
+      .choices(shardHashes)
+      .default('mixed'),
+  )
   .addOption(new Option('--delete-stopped', 'stop each controller before deleting its namespaces'))
   .addOption(new Option('--label <word>', 'added to the results file name, so runs of one day keep apart'))
   .addOption(
@@ -71,19 +77,22 @@ const cmd = new Command('bench:converge')
       .default(0),
   )
   .parse();
-const { models, only, profile, label, rest, temporal, giveUp, namespaces, replicas, shards, deleteStopped } = cmd.opts<{
-  deleteStopped?: boolean;
-  namespaces: number;
-  replicas: number;
-  shards?: number;
-  models: number;
-  giveUp: number;
-  temporal: TemporalKind;
-  only: string;
-  profile?: string;
-  label?: string;
-  rest: number;
-}>();
+const { models, only, profile, label, rest, temporal, giveUp, namespaces, replicas, shards, shardHash, deleteStopped } =
+  cmd.opts<{
+    deleteStopped?: boolean;
+    shardHash: ShardHash;
+    namespaces: number;
+    replicas: number;
+    shards?: number;
+    models: number;
+    giveUp: number;
+    temporal: TemporalKind;
+    only: string;
+    profile?: string;
+    label?: string;
+    rest: number;
+  }>();
+const shardCount = shards ?? (replicas > 1 ? 4 : 0);
 const chosen = only.split(',').map((s) => s.trim()) as ContenderName[];
 for (const c of chosen) if (!contenderNames.includes(c)) cmd.error(`--only: unknown contender "${c}"`);
 
@@ -209,6 +218,8 @@ async function main(): Promise<void> {
       temporal,
       namespaces,
       replicas,
+      shards: shardCount,
+      ...(shardCount ? { shardHash } : {}),
       cores: os.cpus().length,
       commit: dirty ? `${commit}+changes` : commit,
       results,
@@ -225,7 +236,8 @@ async function main(): Promise<void> {
         giveUpSeconds: giveUp * 60,
         namespaces,
         replicas,
-        shards: shards ?? (replicas > 1 ? 4 : 0),
+        shards: shardCount,
+        shardHash,
         deleteStopped,
         onMeasured: (result) => {
           results[name] = result;

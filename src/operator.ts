@@ -16,7 +16,7 @@ import { GatewayApiDriver } from '../activities/gateway/gateway-api-driver.js';
 import { createActivities } from '../activities/index.js';
 import { KubeClient } from '../activities/kube-client.js';
 import { janitorWorkflowId, janitorWorkflowType, type JanitorInput } from '../workflows/definitions.js';
-import type { GatewayConfig, OperatorConfig } from './process/config.js';
+import { maxShards, type GatewayConfig, type OperatorConfig } from './process/config.js';
 import { Informer } from './informer/informer.js';
 import { cachedWorkflowsFor, heapLimitMiB } from './process/heap-bound.js';
 import { createMetrics, serveEndpoints, type MetricSources } from './process/metrics.js';
@@ -233,6 +233,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
     const base = config.temporal.taskQueue;
     const { shards, hash, leaseNamespace, identity } = config.sharding;
     const layout = { count: shards, hash };
+    const everyShardQueue = Array.from({ length: maxShards }, (_, k) => shardTaskQueue(base, k));
     const queueFor = sharded ? (namespace: string) => shardTaskQueue(base, shardOf(namespace, layout)) : undefined;
     const signaler = new Signaler(
       workflowSender(client, { taskQueue: base, queueFor, workflow: config.workflow }),
@@ -309,10 +310,10 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
             await informer.reshard(owned);
             signaler.forget((ns) => !owned.includes(shardOf(ns, layout)));
           },
-          placed: (held) =>
-            void informer
-              .listed()
-              .then(() => sweepVanished([...new Set([base, ...held.map((k) => shardTaskQueue(base, k))])])),
+          // Every queue of the install, not only the shards held: a workflow keeps the queue it started
+          // on, which after a change of layout is not its namespace's shard's. The informer says which
+          // models are its shards' ('unknown' for the rest).
+          placed: () => void informer.listed().then(() => sweepVanished(everyShardQueue)),
           failed: (err) => settle.reject(err),
         },
         log,

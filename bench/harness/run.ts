@@ -27,6 +27,7 @@ import { imageNodeOptions } from './image-node-options.js';
 import { round, rssMiB, Usage } from './proc.js';
 import { storyOf } from './slowest-story.js';
 import { Timeline, type Watched } from './timeline.js';
+import type { ShardHash } from '../../src/core/shards.js';
 
 export const contenderNames = ['floor', 'peer', 'operator'] as const;
 export type ContenderName = (typeof contenderNames)[number];
@@ -110,6 +111,8 @@ export interface RunOptions {
   replicas?: number;
   /** The operator's --shards (0: none). */
   shards?: number;
+  /** The operator's --shard-hash (its default: mixed). */
+  shardHash?: ShardHash;
   /**
    * Stop the controller before deleting its namespaces: the deletion without it, to tell what paces
    * it (the controller's work, or the objects the namespace holds).
@@ -262,6 +265,7 @@ const contenders: Record<ContenderName, Contender> = {
             MMO_METRICS_PORT: String(metricsPort),
             MMO_SDK_METRICS_PORT: String(sdkMetricsPort),
             MMO_SHARDS: String(shards),
+            MMO_SHARD_HASH: options.shardHash ?? 'mixed',
             MMO_IDENTITY: `bench-${r}-${randomUUID().slice(0, 6)}`,
             LOG_LEVEL: 'warn',
             NODE_OPTIONS: [

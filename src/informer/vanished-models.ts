@@ -8,7 +8,7 @@ import { nameAttribute, namespaceAttribute } from '../../workflows/search-attrib
 import type { SignalRequest } from './event-filter.js';
 
 export interface VanishedSweep {
-  /** The queues whose workflows to look at: the base queue, and with shards those just taken. */
+  /** The queues whose workflows to look at: the base queue, and with shards every shard's queue. */
   taskQueues: string[];
   /** The informer's namespaces; empty for all. */
   namespaces: string[];

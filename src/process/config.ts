@@ -443,7 +443,7 @@ function operatorCommand(): Command {
 }
 
 /** Each shard a replica holds is a Temporal worker of its own (its own queue, cache and workflow thread). */
-const maxShards = 64;
+export const maxShards = 64;
 
 /** The namespace of the ServiceAccount the operator runs as, when it runs in a Pod. */
 function inClusterNamespace(): string | undefined {

@@ -1,15 +1,17 @@
 // Two replicas with --shards, as the installed ServiceAccount (deploy/operator/rbac.yaml): they split
 // the shards through Leases, each keeps only its shards' objects, each model's workflow runs on its
 // namespace's shard queue, a change is signalled once (not once per replica), and a replica killed
-// without a word has its shards taken and its models reconciled by the other. Played twice: on the
-// shared stack with the apiserver's hash, which that apiserver filters itself (ShardedListAndWatch on),
-// and on a small stack of its own with the gate off and the mixed hash (the default), where the
+// without a word has its shards taken and its models reconciled by the other. Played three times: on
+// the shared stack (ShardedListAndWatch on) with the apiserver's hash, which that apiserver filters
+// itself, and with the mixed hash (the default), on which it cannot; and on a small stack of its own
+// with the gate off and the apiserver's hash, where the apiserver ignores the selector and the
 // informer's own filter does all the work.
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { defaultPayloadConverter, type Client } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { workflowIdFor } from '../../src/core/api.js';
 import { shardOf, shardTaskQueue, type ShardHash } from '../../src/core/shards.js';
@@ -142,6 +144,21 @@ function scenario(
         const description = await client.workflow.getHandle(workflowIdFor(ns, 'm')).describe();
         expect(description.taskQueue, ns).toBe(shardTaskQueue(taskQueue, shardOf(ns, layout)));
       }
+      // One worker per shard held and none besides: each shard's queue, the base queue (shard 0's)
+      // included, is polled by one process; two workers a replica, so two processes in all.
+      const pollers = new Set<string>();
+      for (const s of [...Array(shards).keys()]) {
+        const { pollers: seen } = await client.workflowService.describeTaskQueue({
+          namespace: client.options.namespace,
+          taskQueue: { name: shardTaskQueue(taskQueue, s) },
+          taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        });
+        const identities = new Set((seen ?? []).map((p) => p.identity!));
+        expect([...identities], shardTaskQueue(taskQueue, s)).toHaveLength(1);
+        for (const id of identities) pollers.add(id);
+      }
+      expect(shardTaskQueue(taskQueue, 0)).toBe(taskQueue);
+      expect(pollers.size).toBe(2);
       // Two shards each, two namespaces a shard, one model a namespace: four models in each cache.
       for (const r of replicas) {
         const cached = await metric(r.metrics, 'machinemodel_operator_informer_cached_objects{kind="MachineModel"}');
@@ -194,4 +211,5 @@ function scenario(
 }
 
 scenario('on', 'apiserver', async () => ({ stack: inject('stack') }));
-scenario('off', 'mixed', stackWithGateOff);
+scenario('on', 'mixed', async () => ({ stack: inject('stack') }));
+scenario('off', 'apiserver', stackWithGateOff);

@@ -57,6 +57,8 @@ describe('parseOperatorConfig', () => {
     );
     expect(() => parseOperatorConfig(['--role', 'boss'])).toThrow(/role/);
     expect(() => parseOperatorConfig(['--shard-hash', 'fnv'])).toThrow(/shard-hash.*mixed, apiserver/);
+    process.env.MMO_SHARD_HASH = 'apiserver';
+    expect(parseOperatorConfig([]).sharding.hash).toBe('apiserver');
     expect(() => parseOperatorConfig(['--max-starting-models', '-1'])).toThrow(
       /--max-starting-models must be a whole number >= 0/,
     );
