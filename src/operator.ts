@@ -149,16 +149,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
     activities = createActivities({ kube, build: config.build, gateway: gatewayDriver(config.gateway, kube) });
     const connection = await untilTemporalAnswers(workerConnector(config.temporal), temporal, abort.signal);
     parts.temporalWatch = watchTemporal(connection, temporal, undefined, probes);
-    if (sharded) {
-      // The base queue is shard 0's (shardTaskQueue): its worker comes and goes with that shard. A
-      // worker costs about 35 MiB (docs/scaling.md), so a replica runs one per shard it holds, no more.
-      connected?.(connection);
-      parts.worker = () => connection.close();
-      readyGate.ready('worker');
-      log.info({ taskQueue: config.temporal.taskQueue, namespace: config.temporal.namespace }, 'connected to Temporal');
-      return;
-    }
-    // Unsharded, the base queue's worker runs everywhere: every model, the janitor, what mmctl starts.
+    // The base queue's worker runs everywhere: the janitor, models started before sharding or by mmctl.
     // No stop of its own: the process ends with this worker, and its activities get the grace time.
     const worker = await untilTemporalAnswers(
       () => createWorker(connection, config.temporal.taskQueue, activities!, undefined),
@@ -233,7 +224,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
     const base = config.temporal.taskQueue;
     const { shards, hash, leaseNamespace, identity } = config.sharding;
     const layout = { count: shards, hash };
-    const everyShardQueue = Array.from({ length: maxShards }, (_, k) => shardTaskQueue(base, k));
+    const everyQueue = [base, ...Array.from({ length: maxShards }, (_, k) => shardTaskQueue(base, k))];
     const queueFor = sharded ? (namespace: string) => shardTaskQueue(base, shardOf(namespace, layout)) : undefined;
     const signaler = new Signaler(
       workflowSender(client, { taskQueue: base, queueFor, workflow: config.workflow }),
@@ -313,7 +304,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
           // Every queue of the install, not only the shards held: a workflow keeps the queue it started
           // on, which after a change of layout is not its namespace's shard's. The informer says which
           // models are its shards' ('unknown' for the rest).
-          placed: () => void informer.listed().then(() => sweepVanished(everyShardQueue)),
+          placed: () => void informer.listed().then(() => sweepVanished(everyQueue)),
           failed: (err) => settle.reject(err),
         },
         log,

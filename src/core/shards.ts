@@ -88,11 +88,7 @@ export function layoutTag(layout: ShardLayout): string {
   return `${layout.count}${layout.hash === 'mixed' ? 'm' : ''}`;
 }
 
-/**
- * The task queue of shard k: each shard's workflows and activities run on the replica that owns it.
- * Shard 0's is the base queue, so that what runs there without a shard (the gateway janitor, models
- * started before sharding or by mmctl) needs no worker of its own.
- */
+/** The task queue of shard k: each shard's workflows and activities run on the replica that owns it. */
 export function shardTaskQueue(base: string, k: number): string {
-  return k === 0 ? base : `${base}/shard-${k}`;
+  return `${base}/shard-${k}`;
 }

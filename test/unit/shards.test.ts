@@ -86,6 +86,5 @@ describe('shards of the namespace hash', () => {
     );
     expect(shardSelector([0, 1, 2, 3], 4)).toBe('');
     expect(shardTaskQueue('machinemodel-operator', 3)).toBe('machinemodel-operator/shard-3');
-    expect(shardTaskQueue('machinemodel-operator', 0)).toBe('machinemodel-operator');
   });
 });
