@@ -161,7 +161,7 @@ describe.skipIf(!stack.realNode)(
         expect(p.spec.containers[0].securityContext).toMatchObject({ readOnlyRootFilesystem: true });
         expect(p.spec.containers[0].image).toBe(operatorImage.ref);
       }
-      // The two replicas split the install's 4 shards through Leases, two each.
+      // The two replicas split the install's 4 shards of the mixed hash through Leases, two each.
       const holders = await eventually(
         'every shard held, two by each replica',
         () => {
@@ -171,7 +171,7 @@ describe.skipIf(!stack.realNode)(
             'app.kubernetes.io/part-of=machinemodel-operator',
           );
           const shardHolders = leases
-            .filter((l) => /-shard-\d+-of-4$/.test(l.metadata.name))
+            .filter((l) => /-shard-\d+-of-4m$/.test(l.metadata.name))
             .map((l) => l.spec.holderIdentity);
           const counts = [...new Set(shardHolders)].map((h) => shardHolders.filter((x) => x === h).length);
           return shardHolders.length === 4 && shardHolders.every(Boolean) && counts.join() === '2,2'
