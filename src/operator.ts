@@ -290,9 +290,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
         { serverSide, hash },
         serverSide
           ? 'the apiserver sends each replica only its shards (ShardedListAndWatch)'
-          : hash === 'mixed'
-            ? "the shards are drawn from a mixed hash, which the apiserver cannot select on: each replica receives every object and keeps its shards'"
-            : "the apiserver does not filter shards: each replica receives every object and keeps its shards'",
+          : `the apiserver does not filter shards (${hash === 'mixed' ? 'it cannot select on the mixed hash' : 'ShardedListAndWatch is off'}): each replica receives every object and keeps its shards'`,
       );
       const placement = new ShardPlacement(
         {
