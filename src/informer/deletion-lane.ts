@@ -8,8 +8,8 @@
 // each namespace went, they still slowed the namespaces deleted beside it), or at most holdLimitMs
 // from the namespace's first. The lane looks when a namespace goes and every recheckMs meanwhile (a
 // reshard or a relist brings no deletion event).
-// A lost shard's are told at once; when the process ends, the next start's sweep of vanished models
-// tells them.
+// A lost shard's are dropped, and so is everything when the process ends: the sweep of vanished
+// models that the shard's next owner runs (or the next start's) tells them.
 import type { SignalRequest } from './event-filter.js';
 import { keyOf } from './signaler.js';
 
@@ -25,24 +25,27 @@ const deletionLaneDefaults: DeletionLaneOptions = { holdLimitMs: 300_000, rechec
 interface Held {
   requests: Map<string, SignalRequest>;
   timer: NodeJS.Timeout;
+  /** When the last of them was held (Date.now()). */
+  lastAt: number;
 }
 
 export class DeletionLane {
   private readonly held = new Map<string, Held>();
   private recheck: NodeJS.Timeout | undefined;
-  /** Deletions passed on: no namespace deletion with models under way, a shard lost, or the hold limit. */
+  /** Deletions passed on: no namespace deletion with models under way, or the hold limit. */
   released = 0;
 
-  /** `underWay`: whether a namespace deletion that concerns models is still under way. */
+  /** `underWay`: whether a namespace deletion that concerns models is still under way (src/core/namespace-deletion.ts). */
   constructor(
     private readonly forward: (request: SignalRequest) => void,
     private readonly underWay: () => boolean,
     private readonly opts: DeletionLaneOptions = deletionLaneDefaults,
   ) {}
 
-  /** Whether the lane holds deletions of this namespace's models. */
-  holds(namespace: string): boolean {
-    return this.held.has(namespace);
+  /** Milliseconds since the lane last held a deletion of this namespace's models; undefined: it holds none. */
+  sinceLastHeld(namespace: string): number | undefined {
+    const held = this.held.get(namespace);
+    return held && Date.now() - held.lastAt;
   }
 
   get heldCount(): number {
@@ -57,10 +60,11 @@ export class DeletionLane {
     if (!held) {
       const timer = setTimeout(() => this.release(request.namespace), this.opts.holdLimitMs);
       timer.unref();
-      held = { requests: new Map(), timer };
+      held = { requests: new Map(), timer, lastAt: 0 };
       this.held.set(request.namespace, held);
     }
     held.requests.set(keyOf(request), request);
+    held.lastAt = Date.now();
     if (!this.recheck) {
       this.recheck = setInterval(() => this.look(), this.opts.recheckMs);
       this.recheck.unref();
@@ -69,32 +73,35 @@ export class DeletionLane {
 
   /** Tells every held deletion once no namespace deletion that concerns models is under way. */
   look(): void {
-    if (this.held.size > 0 && !this.underWay()) this.releaseWhere(() => true);
-  }
-
-  /** A lost shard's namespaces: what they held is told now, to workflows its new owner runs. */
-  releaseWhere(lost: (namespace: string) => boolean): void {
-    for (const namespace of [...this.held.keys()]) if (lost(namespace)) this.release(namespace);
+    if (this.held.size > 0 && !this.underWay()) for (const namespace of [...this.held.keys()]) this.release(namespace);
   }
 
   /** The namespace's hold limit passed, or see above: its models' workflows are told now. */
   private release(namespace: string): void {
-    const held = this.held.get(namespace);
-    if (!held) return;
-    clearTimeout(held.timer);
-    this.held.delete(namespace);
-    if (this.held.size === 0) this.stopLooking();
-    for (const request of held.requests.values()) {
+    const held = this.drop(namespace);
+    for (const request of held?.requests.values() ?? []) {
       this.released++;
       this.forward(request);
     }
   }
 
+  /** A lost shard's namespaces: its next owner's sweep of vanished models tells their workflows. */
+  forget(lost: (namespace: string) => boolean): void {
+    for (const namespace of [...this.held.keys()]) if (lost(namespace)) this.drop(namespace);
+  }
+
   /** Drops everything: the signaler stops too, and the next start's sweep tells them. */
   stop(): void {
-    for (const { timer } of this.held.values()) clearTimeout(timer);
-    this.held.clear();
-    this.stopLooking();
+    this.forget(() => true);
+  }
+
+  private drop(namespace: string): Held | undefined {
+    const held = this.held.get(namespace);
+    if (!held) return undefined;
+    clearTimeout(held.timer);
+    this.held.delete(namespace);
+    if (this.held.size === 0) this.stopLooking();
+    return held;
   }
 
   private stopLooking(): void {

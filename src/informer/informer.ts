@@ -36,6 +36,7 @@ import {
 import { StartGate } from './start-gate.js';
 import { DeletionLane } from './deletion-lane.js';
 import { startGateDefaults } from '../core/first-round.js';
+import { deletionUnderWay } from '../core/namespace-deletion.js';
 import { ShardScope, type Shards } from './shard-scope.js';
 
 interface SourceSpec {
@@ -464,9 +465,10 @@ export class Informer {
   }
 
   /**
-   * Whether a namespace this informer serves is being deleted with models in it (held deletions, or
-   * models still cached); one stuck on another controller's finalizer, with no model, does not count.
-   * An unserved namespace has neither. When the namespace watch cannot say, nothing holds them back.
+   * Whether a namespace this informer serves is being deleted and still making progress with its
+   * models (src/core/namespace-deletion.ts); one kept terminating by a finalizer not ours does not
+   * count for long. An unserved namespace has no model cached or held. When the namespace watch
+   * cannot say, nothing holds them back.
    */
   private modelsNamespaceDeleting(): boolean {
     if (!this.namespaces.usable) return false;
@@ -474,7 +476,10 @@ export class Informer {
       const name = ns.metadata?.name ?? '';
       if (!ns.metadata?.deletionTimestamp) return false;
       const models = this.list('MachineModel', name);
-      return this.deletions.holds(name) || (models !== 'unknown' && models.length > 0);
+      return deletionUnderWay({
+        modelFinalizers: models === 'unknown' ? 'unknown' : models.map((m) => m.metadata?.finalizers ?? []),
+        sinceLastHeldMs: this.deletions.sinceLastHeld(name),
+      });
     });
   }
 
@@ -602,8 +607,8 @@ export class Informer {
    * Keeps only the namespaces of these shards from now on. The sources are replaced: those of the old
    * scope stop, the new ones start listing (meanwhile every lookup is 'unknown', so the worker reads
    * the apiserver), and a gained shard's models are signalled as at start-up, since the filter has not
-   * seen them. What the filter and the start gate remember of a lost shard is dropped: its new owner
-   * signals its models.
+   * seen them. What the filter, the start gate and the deletion lane remember of a lost shard is
+   * dropped: its new owner signals its models.
    */
   reshard(owned: readonly number[]): Promise<void> {
     const shards = this.options.shards;
@@ -616,7 +621,7 @@ export class Informer {
       await this.stopWatching(before);
       this.filter.forget((ns) => !scope.keeps(ns));
       this.startGate.forget((ns) => !scope.keeps(ns));
-      this.deletions.releaseWhere((ns) => !scope.keeps(ns));
+      this.deletions.forget((ns) => !scope.keeps(ns));
       this.watching = this.watch(scope);
       // Not awaited: lookups answer 'unknown' (the worker reads the apiserver) until each source has
       // listed, and a list that cannot finish (the apiserver away) holds up no other placement.

@@ -75,31 +75,44 @@ describe('the deletion lane: models deleted with their namespace', () => {
     expect(names()).toEqual(['a/m1', 'a/m2', 'a/m3']);
   });
 
-  it('keeps a namespace held again after its release to its own limit (counterexample: a stale timer told it early)', () => {
+  it('keeps a namespace held again after it was let go to its own limit (counterexample: a stale timer told it early)', () => {
     const { l, names } = lane();
     l.hold(deleted('a', 'm1'));
-    l.releaseWhere((ns) => ns === 'a');
+    l.forget((ns) => ns === 'a');
     vi.advanceTimersByTime(20_000);
     l.hold(deleted('a', 'm2'));
     vi.advanceTimersByTime(limit - 1);
-    expect(names()).toEqual(['a/m1']);
+    expect(names()).toEqual([]);
     vi.advanceTimersByTime(1);
-    expect(names()).toEqual(['a/m1', 'a/m2']);
+    expect(names()).toEqual(['a/m2']);
   });
 
-  it('tells at once what a lost shard held; drops everything when it stops (the next start’s sweep tells them)', () => {
+  it('forgets what a lost shard held and, when it stops, everything (the next owner’s sweep tells them)', () => {
     const { l, names } = lane();
     l.hold(deleted('a', 'm1'));
     l.hold(deleted('b', 'm2'));
-    l.releaseWhere((ns) => ns === 'a');
-    expect(names()).toEqual(['a/m1']);
+    l.forget((ns) => ns === 'a');
+    expect(l.sinceLastHeld('a')).toBeUndefined();
     vi.advanceTimersByTime(limit);
-    expect(names()).toEqual(['a/m1', 'b/m2']);
+    expect(names()).toEqual(['b/m2']);
     l.hold(deleted('c', 'm3'));
     l.stop();
     vi.advanceTimersByTime(limit);
-    expect(names()).toEqual(['a/m1', 'b/m2']);
+    expect(names()).toEqual(['b/m2']);
     expect(l.heldCount).toBe(0);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it('says how long ago it last held a namespace’s deletion (a namespace settles after its last model)', () => {
+    const { l } = lane();
+    expect(l.sinceLastHeld('a')).toBeUndefined();
+    l.hold(deleted('a', 'm1'));
+    vi.advanceTimersByTime(4_000);
+    expect(l.sinceLastHeld('a')).toBe(4_000);
+    l.hold(deleted('a', 'm2'));
+    vi.advanceTimersByTime(1_000);
+    expect(l.sinceLastHeld('a')).toBe(1_000);
+    expect(l.sinceLastHeld('b')).toBeUndefined();
   });
 });
 
@@ -128,7 +141,7 @@ describe('the deletion lane under any interleaving (property)', () => {
   beforeEach(() => vi.useFakeTimers());
   afterEach(() => vi.useRealTimers());
 
-  it('tells each held deletion once: when no namespace is being deleted, its shard is lost, or at the hold limit', () => {
+  it('tells each held deletion once, when no namespace is being deleted or at the hold limit, unless its shard is lost', () => {
     fc.assert(
       fc.property(ops, (script: Op[]) => {
         vi.clearAllTimers();
@@ -158,8 +171,10 @@ describe('the deletion lane under any interleaving (property)', () => {
             deleting.now = true;
             expectTold(...pending.keys());
           } else if (step.op === 'lost') {
-            l.releaseWhere((ns) => ns === step.ns);
-            expectTold(step.ns);
+            // Forgotten, not told: the shard's next owner tells them.
+            l.forget((ns) => ns === step.ns);
+            pending.delete(step.ns);
+            firstHeld.delete(step.ns);
           } else {
             // Time passes up to each hold limit in turn, so each telling is checked as it happens.
             const until = now + step.ms;
