@@ -16,7 +16,7 @@ import { GatewayApiDriver } from '../activities/gateway/gateway-api-driver.js';
 import { createActivities } from '../activities/index.js';
 import { KubeClient } from '../activities/kube-client.js';
 import { janitorWorkflowId, janitorWorkflowType, type JanitorInput } from '../workflows/definitions.js';
-import { maxShards, type GatewayConfig, type OperatorConfig } from './process/config.js';
+import type { GatewayConfig, OperatorConfig } from './process/config.js';
 import { Informer } from './informer/informer.js';
 import { cachedWorkflowsFor, heapLimitMiB } from './process/heap-bound.js';
 import { createMetrics, serveEndpoints, type MetricSources } from './process/metrics.js';
@@ -24,10 +24,10 @@ import { ReconcileMetrics } from './process/reconcile-metrics.js';
 import { Reachability, ReadyGate } from './process/ready-gate.js';
 import { Signaler } from './informer/signaler.js';
 import { lazyClient, ProbeStreak, untilTemporalAnswers, watchTemporal, workerConnector } from './process/temporal.js';
-import { signalVanishedModels } from './informer/vanished-models.js';
+import { sweepModelWorkflows } from './informer/workflow-sweep.js';
 import { workflowBundleOptions } from './process/workflow-bundle.js';
 import { workflowSender } from './informer/workflow-client.js';
-import { shardOf, shardTaskQueue } from './core/shards.js';
+import { installQueues, shardOf, shardTaskQueue } from './core/shards.js';
 import { leasePrefixFor, ShardLeases } from './process/shard-leases.js';
 import { ShardPlacement, type ShardWorker } from './process/shard-placement.js';
 import { apiserverFiltersShards } from './informer/shard-scope.js';
@@ -224,7 +224,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
     const base = config.temporal.taskQueue;
     const { shards, hash, leaseNamespace, identity } = config.sharding;
     const layout = { count: shards, hash };
-    const everyQueue = [base, ...Array.from({ length: maxShards }, (_, k) => shardTaskQueue(base, k))];
+    const everyQueue = installQueues(base);
     const queueFor = sharded ? (namespace: string) => shardTaskQueue(base, shardOf(namespace, layout)) : undefined;
     const signaler = new Signaler(
       workflowSender(client, { taskQueue: base, queueFor, workflow: config.workflow }),
@@ -258,23 +258,31 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
     log.info({ namespaces: config.namespaces.length ? config.namespaces : 'all' }, 'informer synced');
     workerKube?.readFrom(informer);
     // In the background: a visibility query need not hold the informer's readiness.
-    const sweepVanished = (taskQueues: string[]) =>
+    const sweepWorkflows = (taskQueues: string[]) =>
       void untilTemporalAnswers(
         () =>
-          signalVanishedModels(client, {
+          sweepModelWorkflows(client, {
             taskQueues,
             namespaces: config.namespaces,
-            // 'unknown' (another replica's shard) counts as known: its owner looks.
-            known: (ns, name) => informer.lookup('MachineModel', ns, name) !== undefined,
+            // 'unknown': another replica's shard, which its owner looks at.
+            lookup: (ns, name) => {
+              const model = informer.lookup('MachineModel', ns, name);
+              return model === 'unknown' ? model : model ? 'present' : 'absent';
+            },
+            queueFor,
             enqueue: (r) => signaler.enqueue(r),
           }),
         temporal,
         abort.signal,
       ).then(
-        (vanished) => log.info({ vanished }, 'told the workflows of models deleted while no informer watched'),
+        ({ vanished, moved }) =>
+          log.info(
+            { vanished, moved },
+            "told the workflows of models deleted while no informer watched, and those on another queue than their shard's",
+          ),
         () => undefined,
       );
-    if (!sharded) sweepVanished([base]);
+    if (!sharded) sweepWorkflows([base]);
     else {
       // The selector goes to the apiserver only with its own hash, and only where it is seen to apply
       // it (an alpha field: another version might refuse it); the informer's own filter keeps the same
@@ -300,9 +308,9 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
             signaler.forget((ns) => !owned.includes(shardOf(ns, layout)));
           },
           // Every queue of the install, not only the shards held: a workflow keeps the queue it started
-          // on, which after a change of layout is not its namespace's shard's. The informer says which
-          // models are its shards' ('unknown' for the rest).
-          placed: () => void informer.listed().then(() => sweepVanished(everyQueue)),
+          // on until the sweep moves it, and after a change of layout that is not its namespace's
+          // shard's. The informer says which models are its shards' ('unknown' for the rest).
+          placed: () => void informer.listed().then(() => sweepWorkflows(everyQueue)),
           failed: (err) => settle.reject(err),
         },
         log,

@@ -15,6 +15,7 @@ import { Client, Connection } from '@temporalio/client';
 import { request } from '../activities/gateway/http.js';
 import { routeId } from '../src/core/route-rules.js';
 import { workflowIdFor, type RolloutSpec, type RolloutStatus } from '../src/core/api.js';
+import { shardTaskQueue } from '../src/core/shards.js';
 import { parseOperatorConfig } from '../src/process/config.js';
 import { createLogger } from '../src/process/logger.js';
 import { startOperator } from '../src/operator.js';
@@ -127,6 +128,40 @@ const withoutGateway: Record<string, (w: World) => Promise<void>> = {
   },
 
   // A Deployment of the model's name that someone else owns: Failed with NotOwned; then deleted.
+  // Started by this operator, which has no shards (an install before them); a sharded operator
+  // starts beside it, its sweep tells the workflow to move, and the run continues as new on shard 0's
+  // queue (the `move-to-shard-queue` patch). The first run is the history.
+  async 'moved-to-shard-queue'(w) {
+    const ns = 'hist';
+    w.k.apply(machineModel(ns, 'moving'));
+    await phaseIs(w, ns, 'moving', 'Ready');
+    const id = workflowIdFor(ns, 'moving');
+    const first = (await w.client.workflow.getHandle(id).describe()).runId;
+    w.k.kubectl('create', 'namespace', 'hist-leases');
+    const sharded = startOperator(
+      parseOperatorConfig([
+        ...['--metrics-port', '0', '--drift-check', String(driftCheckSeconds), '--gateway', 'none'],
+        ...['--shards', '1', '--lease-namespace', 'hist-leases', '--identity', 'recorder-sharded'],
+      ]),
+      createLogger(process.env.LOG_LEVEL ?? 'warn'),
+    );
+    try {
+      await eventually(
+        `${id} on shard 0's queue`,
+        async () => (await w.client.workflow.getHandle(id).describe()).taskQueue === shardTaskQueue(taskQueue, 0),
+        waitLong,
+      );
+      await save(w, 'moved-to-shard-queue', id, false, first);
+      w.k.kubectl('delete', 'mm', 'moving', '-n', ns);
+      await eventually(
+        `${id} to close`,
+        async () => (await w.client.workflow.getHandle(id).describe()).status.name !== 'RUNNING',
+        waitLong,
+      );
+    } finally {
+      await sharded.stop();
+    }
+  },
   async 'deployment-not-owned'(w) {
     const ns = 'hist';
     w.k.kubectl('create', 'deployment', 'taken', '-n', ns, '--image=registry.example.com/other:v1');

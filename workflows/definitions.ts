@@ -27,6 +27,11 @@ export interface ResyncRequest {
 
 export const resyncSignal = defineSignal<[ResyncRequest]>('resync');
 export const deletedSignal = defineSignal<[{ uid?: string }]>('deleted');
+/**
+ * From the replica that owns the model's shard: the workflow runs on another queue of the install (an
+ * install upgraded to shards, or a change of their count or hash), so it continues as new on this one.
+ */
+export const moveSignal = defineSignal<[{ taskQueue: string }]>('moveToTaskQueue');
 
 /** One janitor per operator deployment: operators on other task queues may drive other gateways. */
 export function janitorWorkflowId(taskQueue: string): string {

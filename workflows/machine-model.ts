@@ -27,6 +27,7 @@ import {
   allHandlersFinished,
   condition,
   continueAsNew,
+  makeContinueAsNewFunc,
   patched,
   proxySinks,
   setCurrentDetails,
@@ -41,9 +42,11 @@ import { defaultWorkflowConfig, jitteredSeconds, type WorkflowConfig } from '../
 import { roundResultOf } from '../src/core/round-result.js';
 import { phaseOf, type Verdict } from '../src/core/status.js';
 import { isEchoOf } from '../src/core/watch-echoes.js';
+import { mayMoveTo } from '../src/core/shards.js';
 import { statusSummary, waitSummary } from '../src/core/step-summaries.js';
 import {
   deletedSignal,
+  moveSignal,
   type ReconcileHint,
   reconcileNowUpdate,
   reconcileSignal,
@@ -64,6 +67,7 @@ import { phaseAttribute } from './search-attributes.js';
 import { localFirst as kubeStep } from './steps.js';
 
 const runAgeBound: PatchId = 'run-age-bound';
+const moveToShardQueue: PatchId = 'move-to-shard-queue';
 /** A run's longest life: half the day docs/workflow-versioning.md asks between releases. */
 const maxRunSeconds = 12 * 3600;
 
@@ -79,6 +83,8 @@ interface LoopState {
   events: { hint: ReconcileHint; foreign: boolean }[];
   roundInProgress: boolean;
   finished: boolean;
+  /** The install's queue this model's workflow belongs on, when its shard's owner said it is not this one. */
+  moveTo?: string;
 }
 
 /**
@@ -123,6 +129,10 @@ function handleMessages(
     loop.asked = true;
   });
   setHandler(deletedSignal, ({ uid }) => ask(uid));
+  setHandler(moveSignal, ({ taskQueue }) => {
+    // Guarded where it is taken, not where it acts: a run of 0.2.0 ignored the signal, and replays so.
+    if (mayMoveTo(taskQueue, workflowInfo().taskQueue) && patched(moveToShardQueue)) loop.moveTo = taskQueue;
+  });
   setHandler(stateQuery, view);
   setHandler(reconcileNowUpdate, async () => {
     // The answer must come from a round that starts after this request.
@@ -205,9 +215,21 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
   const wouldOutliveRunBound = (waitSeconds: number) =>
     Date.now() - workflowInfo().runStartTime.getTime() + waitSeconds * 1000 > maxRunSeconds * 1000;
   for (;;) {
+    let waitEnds = Date.now();
     if (!pending()) {
-      await condition(pending, `${nextCheckSeconds} seconds`, {
+      waitEnds += nextCheckSeconds * 1000;
+      await condition(() => pending() || loop.moveTo !== undefined, `${nextCheckSeconds} seconds`, {
         summary: waitSummary(state.phase, nextCheckSeconds, seen.readiness),
+      });
+    }
+    if (loop.moveTo !== undefined) {
+      // Its shard's worker does the rest of the wait, and the rounds after.
+      await condition(allHandlersFinished);
+      return makeContinueAsNewFunc<typeof machineModelWorkflow>({ taskQueue: loop.moveTo })({
+        ...input,
+        state,
+        dirty: pending(),
+        nextCheckSeconds: Math.max(0, Math.ceil((waitEnds - Date.now()) / 1000)),
       });
     }
     const sinceLast = Date.now() - lastRoundEndedAt;

@@ -50,6 +50,13 @@ export const patches = {
     addedIn: '0.3.0',
     stage: 'patched',
   },
+  'move-to-shard-queue': {
+    workflow: 'machineModelWorkflow',
+    guards:
+      "a model's workflow told by its shard's owner that it runs on another queue of the install continues as new on its shard's queue",
+    addedIn: '0.3.0',
+    stage: 'patched',
+  },
   'look-asks-again': {
     workflow: 'canaryRolloutWorkflow',
     guards:

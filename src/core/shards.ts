@@ -88,7 +88,25 @@ export function layoutTag(layout: ShardLayout): string {
   return `${layout.count}${layout.hash === 'mixed' ? 'm' : ''}`;
 }
 
+/** Each shard a replica holds is a Temporal worker of its own (its own queue, cache and workflow thread). */
+export const maxShards = 64;
+
 /** The task queue of shard k: each shard's workflows and activities run on the replica that owns it. */
 export function shardTaskQueue(base: string, k: number): string {
   return `${base}/shard-${k}`;
+}
+
+/** Every queue an install of this base queue may run model workflows on, whatever its layout. */
+export function installQueues(base: string): string[] {
+  return [base, ...Array.from({ length: maxShards }, (_, k) => shardTaskQueue(base, k))];
+}
+
+/**
+ * Whether a workflow on queue `current` may move to `target` (a `moveToTaskQueue` signal): only to
+ * another queue of the same install. Anything that reaches Temporal can send the signal, and a queue
+ * of its choosing would hand the workflow to a worker of its own.
+ */
+export function mayMoveTo(target: string, current: string): boolean {
+  const base = current.replace(/\/shard-(0|[1-9]\d*)$/, '');
+  return target !== current && installQueues(base).includes(target);
 }

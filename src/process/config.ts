@@ -7,7 +7,7 @@ import { hostname } from 'node:os';
 import { defaultBuildOptions, type BuildOptions } from '../core/desired-state.js';
 import { defaultWorkflowConfig, type WorkflowConfig } from '../core/reconcile-timing.js';
 import { startGateDefaults } from '../core/first-round.js';
-import { shardHashes, type ShardHash } from '../core/shards.js';
+import { maxShards, shardHashes, type ShardHash } from '../core/shards.js';
 
 /**
  * The readiness rechecks of the workflows this operator starts (in their input, so runs already going
@@ -442,8 +442,6 @@ function operatorCommand(): Command {
     .configureOutput({ writeErr: (s) => process.stderr.write(s) });
 }
 
-/** Each shard a replica holds is a Temporal worker of its own (its own queue, cache and workflow thread). */
-export const maxShards = 64;
 
 /** The namespace of the ServiceAccount the operator runs as, when it runs in a Pod. */
 function inClusterNamespace(): string | undefined {

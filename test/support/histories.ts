@@ -2,7 +2,10 @@
 
 export interface RecordedHistory {
   events: {
-    workflowExecutionStartedEventAttributes?: { input?: { payloads?: { data?: string }[] } };
+    workflowExecutionStartedEventAttributes?: {
+      input?: { payloads?: { data?: string }[] };
+      taskQueue?: { name?: string };
+    };
     markerRecordedEventAttributes?: { details?: Record<string, { payloads?: { data?: string }[] }> };
   }[];
 }

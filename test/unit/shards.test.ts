@@ -1,7 +1,10 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
+  installQueues,
   layoutTag,
+  maxShards,
+  mayMoveTo,
   namespaceHash,
   shardOf,
   shardRange,
@@ -86,5 +89,41 @@ describe('shards of the namespace hash', () => {
     );
     expect(shardSelector([0, 1, 2, 3], 4)).toBe('');
     expect(shardTaskQueue('machinemodel-operator', 3)).toBe('machinemodel-operator/shard-3');
+  });
+});
+
+describe('the queues a model workflow may move to (moveToTaskQueue)', () => {
+  const base = 'machinemodel-operator';
+  it('moves between the base queue and every shard queue of its install, in either direction', () => {
+    expect(mayMoveTo(`${base}/shard-3`, base)).toBe(true);
+    expect(mayMoveTo(base, `${base}/shard-3`)).toBe(true);
+    expect(mayMoveTo(`${base}/shard-0`, `${base}/shard-63`)).toBe(true);
+    expect(installQueues(base)).toHaveLength(maxShards + 1);
+  });
+
+  it('refuses its own queue, another install’s, a shard past the last, and names that only look like one', () => {
+    expect(mayMoveTo(base, base)).toBe(false);
+    expect(mayMoveTo(`${base}/shard-1`, `${base}/shard-1`)).toBe(false);
+    expect(mayMoveTo('other-operator/shard-1', base)).toBe(false);
+    expect(mayMoveTo(`${base}/shard-${maxShards}`, base)).toBe(false);
+    for (const forged of [`${base}/shard-01`, `${base}/shard-1/shard-1`, `${base}/shard-`, `${base}x`, ''])
+      expect(mayMoveTo(forged, `${base}/shard-2`)).toBe(false);
+  });
+
+  it('never leaves the install, whatever the target (property)', () => {
+    fc.assert(
+      fc.property(
+        fc.nat({ max: maxShards - 1 }),
+        fc.oneof(
+          fc.string(),
+          fc.nat({ max: 2 * maxShards }).map((j) => `${base}/shard-${j}`),
+        ),
+        (k, target) => {
+          if (!mayMoveTo(target, shardTaskQueue(base, k))) return;
+          const shard = /^machinemodel-operator\/shard-(0|[1-9]\d*)$/.exec(target)?.[1];
+          expect(target === base || Number(shard) < maxShards).toBe(true);
+        },
+      ),
+    );
   });
 });

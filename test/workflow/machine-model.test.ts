@@ -5,6 +5,7 @@ import { finalizerName, workflowIdFor } from '../../src/core/api.js';
 import type { WorkflowConfig } from '../../src/core/reconcile-timing.js';
 import {
   deletedSignal,
+  moveSignal,
   reconcileNowUpdate,
   reconcileSignal,
   stateQuery,
@@ -288,6 +289,54 @@ describe('machineModelWorkflow', () => {
       expect(outcome.round).toBeGreaterThan(before);
       expect(outcome.phase).toBe('Ready');
       await handle.terminate();
+    });
+  });
+
+  it('moves to its shard’s queue when told, with its state and what was left of its wait; refuses any other queue', async () => {
+    const cluster = new FakeCluster();
+    cluster.ready = true;
+    await wf.withWorker(cluster, async (tq) => {
+      const shardQueue = `${tq}/shard-1`;
+      const shardWorker = await wf.worker(cluster.activities(), shardQueue);
+      await shardWorker.runUntil(async () => {
+        const started = await start(tq);
+        const latest = () => wf.env.client.workflow.getHandle(started.workflowId);
+        await eventually('the workflow to see Ready', async () => (await latest().query(stateQuery)).phase === 'Ready');
+        // Forged: a queue of no install (a worker of its own would run the model), and its own queue.
+        await latest().signal(moveSignal, { taskQueue: 'somebody-elses-queue' });
+        await latest().signal(moveSignal, { taskQueue: tq });
+        await latest().signal(moveSignal, { taskQueue: `${tq}/shard-x` });
+        // A round after those signals: the run took them, and stayed.
+        await latest().executeUpdate(reconcileNowUpdate, { args: [{ requestedBy: 'test' }] });
+        expect((await latest().describe()).runId).toBe(started.firstExecutionRunId);
+        const rounds = (await latest().query(stateQuery)).rounds;
+        await latest().signal(moveSignal, { taskQueue: shardQueue });
+        await eventually(
+          'a run on the shard’s queue',
+          async () => (await latest().describe()).taskQueue === shardQueue,
+        );
+        const moved = await latest().query(stateQuery);
+        // The same model, no round for the move: the new run waits out the drift check the old one began.
+        expect(moved.rounds).toBe(rounds);
+        expect(moved.runs).toBe(2);
+        expect(moved.pendingWork).toBe(false);
+        const first = await wf.env.client.workflow
+          .getHandle(started.workflowId, started.firstExecutionRunId)
+          .describe();
+        expect(first.status.name).toBe('CONTINUED_AS_NEW');
+        const { events } = await wf.env.client.workflow
+          .getHandle(started.workflowId, started.firstExecutionRunId)
+          .fetchHistory();
+        expect(patchMarkersOf({ events: (events ?? []) as RecordedHistory['events'] })).toContain(
+          'move-to-shard-queue',
+        );
+        // And it reconciles there.
+        cluster.spec = { ...cluster.spec, minReplicas: 2, maxReplicas: 2 };
+        const applied = cluster.calls.applyChildren ?? 0;
+        await latest().signal(reconcileSignal, { source: 'MachineModel', event: 'updated' });
+        await eventually('a round on the shard’s worker', () => (cluster.calls.applyChildren ?? 0) > applied);
+        await latest().terminate();
+      });
     });
   });
 });
