@@ -442,7 +442,6 @@ function operatorCommand(): Command {
     .configureOutput({ writeErr: (s) => process.stderr.write(s) });
 }
 
-
 /** The namespace of the ServiceAccount the operator runs as, when it runs in a Pod. */
 function inClusterNamespace(): string | undefined {
   try {
