@@ -25,6 +25,7 @@ import { Reachability, ReadyGate } from './process/ready-gate.js';
 import { Signaler } from './informer/signaler.js';
 import { lazyClient, ProbeStreak, untilTemporalAnswers, watchTemporal, workerConnector } from './process/temporal.js';
 import { sweepModelWorkflows } from './informer/workflow-sweep.js';
+import { QueueDrains } from './process/queue-drains.js';
 import { workflowBundleOptions } from './process/workflow-bundle.js';
 import { workflowSender } from './informer/workflow-client.js';
 import { installQueues, shardOf, shardTaskQueue } from './core/shards.js';
@@ -93,6 +94,9 @@ interface Parts {
   worker?: () => Promise<void>;
   endpoints?: http.Server;
 }
+
+/** How often the informer looks at every running model workflow besides (workflow-sweep.ts). */
+const resweepEveryMs = 600_000;
 
 export function startOperator(config: OperatorConfig, log: Logger): RunningOperator {
   const kc = loadKubeConfig(config.kubeconfig);
@@ -175,11 +179,12 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
   }
 
   /**
-   * A shard's worker, on its own queue, sharing the worker connection and the activities. It gives
-   * up after 30 s (Temporal away): the next placement tries again. It stops within 6 s of being asked
-   * (src/core/shard-assignment.ts counts on it): in-flight tasks get 4 s, then are cancelled.
+   * A shard's worker, or a queue drain's (src/process/queue-drains.ts), sharing the worker connection
+   * and the activities. It gives up after 30 s (Temporal away): the next placement tries again. It
+   * stops within 6 s of being asked (src/core/shard-assignment.ts counts on it): in-flight tasks get
+   * 4 s, then are cancelled.
    */
-  async function startShardWorker(shard: number): Promise<ShardWorker> {
+  async function startQueueWorker(queue: string): Promise<ShardWorker> {
     const giveUp = AbortSignal.any([abort.signal, AbortSignal.timeout(30_000)]);
     giveUp.throwIfAborted();
     let onAbort: (() => void) | undefined;
@@ -190,7 +195,6 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
         giveUp.addEventListener('abort', onAbort, { once: true });
       }),
     ]).finally(() => giveUp.removeEventListener('abort', onAbort!));
-    const queue = shardTaskQueue(config.temporal.taskQueue, shard);
     const stop = new WorkerStop();
     const worker = await untilTemporalAnswers(
       () =>
@@ -211,7 +215,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
         stop.stop();
         if (worker.getState() === 'RUNNING') worker.shutdown();
         // Forced down (shutdownForceTime): an activity ignored its cancellation and may still run.
-        await run.catch((err: unknown) => log.error({ err, shard }, "a shard's worker was forced down"));
+        await run.catch((err: unknown) => log.error({ err, taskQueue: queue }, 'a worker was forced down'));
       },
     };
   }
@@ -226,6 +230,20 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
     const layout = { count: shards, hash };
     const everyQueue = installQueues(base);
     const queueFor = sharded ? (namespace: string) => shardTaskQueue(base, shardOf(namespace, layout)) : undefined;
+    // With a worker in this process, the workflows on another queue of the install than their own are
+    // moved there, and the queues the layout leaves unpolled drained meanwhile.
+    const moves = config.role === 'all';
+    const polledQueues = new Set([base, ...Array.from({ length: shards }, (_, k) => shardTaskQueue(base, k))]);
+    const drains = moves
+      ? new QueueDrains(
+          {
+            startWorker: startQueueWorker,
+            running: async (queue) =>
+              (await client.workflow.count(`TaskQueue = '${queue}' AND ExecutionStatus = 'Running'`)).count,
+          },
+          log,
+        )
+      : undefined;
     const signaler = new Signaler(
       workflowSender(client, { taskQueue: base, queueFor, workflow: config.workflow }),
       log,
@@ -249,7 +267,10 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
       shards: sharded ? { ...layout, owned: [] } : undefined,
     });
     Object.assign(sources, { informer, signaler, startGate: informer.startGate, deletions: informer.deletions });
+    let resweep: NodeJS.Timeout | undefined;
     parts.informer = async () => {
+      clearInterval(resweep);
+      await drains?.stop();
       await informer.stop();
       await signaler.stop();
       await connection.close();
@@ -269,20 +290,29 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
               const model = informer.lookup('MachineModel', ns, name);
               return model === 'unknown' ? model : model ? 'present' : 'absent';
             },
-            queueFor,
+            queueFor: moves ? (queueFor ?? (() => base)) : undefined,
+            polled: (queue) => polledQueues.has(queue),
             enqueue: (r) => signaler.enqueue(r),
           }),
         temporal,
         abort.signal,
       ).then(
-        ({ vanished, moved }) =>
-          log.info(
-            { vanished, moved },
-            "told the workflows of models deleted while no informer watched, and those on another queue than their shard's",
-          ),
+        ({ vanished, moved, failed, stranded }) => {
+          (failed ? log.warn : log.info).call(
+            log,
+            { vanished, moved, failed, stranded },
+            'told the workflows of models deleted while no informer watched, and those on another queue than their own',
+          );
+          return drains?.drain(stranded);
+        },
         () => undefined,
       );
-    if (!sharded) sweepWorkflows([base]);
+    const sweptQueues = sharded || moves ? everyQueue : [base];
+    // And every 10 minutes: a move someone else sent (anyone who reaches Temporal can) is undone, and
+    // a model whose deletion no watch saw is told, without waiting for a change of shards.
+    resweep = setInterval(() => sweepWorkflows(sweptQueues), resweepEveryMs);
+    resweep.unref();
+    if (!sharded) sweepWorkflows(sweptQueues);
     else {
       // The selector goes to the apiserver only with its own hash, and only where it is seen to apply
       // it (an alpha field: another version might refuse it); the informer's own filter keeps the same
@@ -302,7 +332,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
       );
       const placement = new ShardPlacement(
         {
-          startWorker: startShardWorker,
+          startWorker: (k) => startQueueWorker(shardTaskQueue(base, k)),
           async reshard(owned) {
             await informer.reshard(owned);
             signaler.forget((ns) => !owned.includes(shardOf(ns, layout)));
@@ -310,7 +340,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
           // Every queue of the install, not only the shards held: a workflow keeps the queue it started
           // on until the sweep moves it, and after a change of layout that is not its namespace's
           // shard's. The informer says which models are its shards' ('unknown' for the rest).
-          placed: () => void informer.listed().then(() => sweepWorkflows(everyQueue)),
+          placed: () => void informer.listed().then(() => sweepWorkflows(sweptQueues)),
           failed: (err) => settle.reject(err),
         },
         log,

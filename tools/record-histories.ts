@@ -127,7 +127,6 @@ const withoutGateway: Record<string, (w: World) => Promise<void>> = {
     await save(w, 'no-gateway-update-drift-delete', workflowIdFor(ns, 'plain'));
   },
 
-  // A Deployment of the model's name that someone else owns: Failed with NotOwned; then deleted.
   // Started by this operator, which has no shards (an install before them); a sharded operator
   // starts beside it, its sweep tells the workflow to move, and the run continues as new on shard 0's
   // queue (the `move-to-shard-queue` patch). The first run is the history.
@@ -162,6 +161,7 @@ const withoutGateway: Record<string, (w: World) => Promise<void>> = {
       await sharded.stop();
     }
   },
+  // A Deployment of the model's name that someone else owns: Failed with NotOwned; then deleted.
   async 'deployment-not-owned'(w) {
     const ns = 'hist';
     w.k.kubectl('create', 'deployment', 'taken', '-n', ns, '--image=registry.example.com/other:v1');

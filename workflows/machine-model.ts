@@ -129,9 +129,11 @@ function handleMessages(
     loop.asked = true;
   });
   setHandler(deletedSignal, ({ uid }) => ask(uid));
-  setHandler(moveSignal, ({ taskQueue }) => {
+  setHandler(moveSignal, (request) => {
+    const taskQueue = request?.taskQueue;
     // Guarded where it is taken, not where it acts: a run of 0.2.0 ignored the signal, and replays so.
-    if (mayMoveTo(taskQueue, workflowInfo().taskQueue) && patched(moveToShardQueue)) loop.moveTo = taskQueue;
+    if (typeof taskQueue === 'string' && mayMoveTo(taskQueue, workflowInfo().taskQueue) && patched(moveToShardQueue))
+      loop.moveTo = taskQueue;
   });
   setHandler(stateQuery, view);
   setHandler(reconcileNowUpdate, async () => {
@@ -222,15 +224,18 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
         summary: waitSummary(state.phase, nextCheckSeconds, seen.readiness),
       });
     }
-    if (loop.moveTo !== undefined) {
-      // Its shard's worker does the rest of the wait, and the rounds after.
-      await condition(allHandlersFinished);
-      return makeContinueAsNewFunc<typeof machineModelWorkflow>({ taskQueue: loop.moveTo })({
-        ...input,
-        state,
-        dirty: pending(),
-        nextCheckSeconds: Math.max(0, Math.ceil((waitEnds - Date.now()) / 1000)),
-      });
+    if (loop.moveTo !== undefined && !pending()) {
+      // Its shard's worker does the rest of the wait, and the rounds after. A round asked for first
+      // (a reconcileNow waits for one) runs here, and the move waits for the next quiet pass.
+      await condition(() => allHandlersFinished() || pending());
+      if (!pending()) {
+        return makeContinueAsNewFunc<typeof machineModelWorkflow>({ taskQueue: loop.moveTo })({
+          ...input,
+          state,
+          dirty: false,
+          nextCheckSeconds: Math.max(0, Math.ceil((waitEnds - Date.now()) / 1000)),
+        });
+      }
     }
     const sinceLast = Date.now() - lastRoundEndedAt;
     if (sinceLast < cfg.minRoundIntervalMs) {
@@ -271,7 +276,8 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
       (wouldOutliveRunBound(nextCheckSeconds) && patched(runAgeBound))
     ) {
       await condition(allHandlersFinished);
-      return continueAsNew<typeof machineModelWorkflow>({
+      // On the queue a move asked for, if one came during the round (else its own).
+      return makeContinueAsNewFunc<typeof machineModelWorkflow>({ taskQueue: loop.moveTo })({
         ...input,
         state,
         dirty: pending(),

@@ -1,8 +1,9 @@
-// Workflows that run on another queue of the install than their shard's move to it (the
+// Workflows that run on another queue of the install than their own move to it (the
 // `moveToTaskQueue` signal; `move-to-shard-queue` patch), as the installed ServiceAccount: models
 // started by an operator without shards (an install upgraded from 0.2.0) move to their shards' queues
-// once sharded replicas take over, and move again when the shards' hash changes. Each keeps being
-// reconciled where it lands.
+// once sharded replicas take over; they move again when the shards' hash changes, when the count is
+// lowered (their queues left unpolled are drained meanwhile), and back to the base queue when the
+// install has shards no more. Each keeps being reconciled where it lands.
 import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -25,6 +26,7 @@ const k = kubectlFor(stack);
 const taskQueue = `mmo-moves-${randomUUID().slice(0, 8)}`;
 const mixed: ShardLayout = { count: 2, hash: 'mixed' };
 const apiserver: ShardLayout = { count: 2, hash: 'apiserver' };
+const one: ShardLayout = { count: 1, hash: 'mixed' };
 /** Namespaces on both shards of each hash, one of them on another shard under the other hash. */
 const namespaces: string[] = [];
 let client: Client;
@@ -119,5 +121,34 @@ describe('model workflows on another queue of the install than their shard’s',
       60_000,
     );
     await reconciledEverywhere(3);
+  }, 300_000);
+
+  it('move to shard 0 when the count is lowered, their queue drained meanwhile, then back to the base queue', async () => {
+    await stopAll();
+    // Every namespace is on shard 0 now: those on shard 1's queue cannot take a move unless drained.
+    expect(new Set(await queues())).toContain(shardTaskQueue(taskQueue, 1));
+    const replica = await startShardedReplica(stack, one, 'moves-one', env());
+    running.push(replica.process);
+    await eventually(
+      'every workflow on shard 0’s queue',
+      async () => {
+        const now = await queues();
+        return now.every((q) => q === shardTaskQueue(taskQueue, 0)) ? true : undefined;
+      },
+      60_000,
+    );
+    await reconciledEverywhere(4);
+    await stopAll();
+
+    running.push(startOperatorProcess(stack, env(), 'moves-unsharded-again'));
+    await eventually(
+      'every workflow on the base queue',
+      async () => {
+        const now = await queues();
+        return now.every((q) => q === taskQueue) ? true : undefined;
+      },
+      60_000,
+    );
+    await reconciledEverywhere(5);
   }, 300_000);
 });

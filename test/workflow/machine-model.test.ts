@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { ApplicationFailure } from '@temporalio/common';
+import { WorkflowUpdateStage } from '@temporalio/client';
 import { describe, expect, it } from 'vitest';
 import { finalizerName, workflowIdFor } from '../../src/core/api.js';
 import type { WorkflowConfig } from '../../src/core/reconcile-timing.js';
@@ -335,6 +336,43 @@ describe('machineModelWorkflow', () => {
         const applied = cluster.calls.applyChildren ?? 0;
         await latest().signal(reconcileSignal, { source: 'MachineModel', event: 'updated' });
         await eventually('a round on the shard’s worker', () => (cluster.calls.applyChildren ?? 0) > applied);
+        await latest().terminate();
+      });
+    });
+  });
+
+  // helper-35: a move taken while a reconcileNow waited for the next round waited for all handlers to
+  // finish before it continued as new, and the update waited for a round that never came.
+  it('answers a reconcileNow that waits for a round when a move comes, then moves', async () => {
+    const cluster = new FakeCluster();
+    cluster.ready = true;
+    await wf.withWorker(cluster, async (tq) => {
+      const shardQueue = `${tq}/shard-0`;
+      const shardWorker = await wf.worker(cluster.activities(), shardQueue);
+      await shardWorker.runUntil(async () => {
+        const started = await start(tq);
+        const latest = () => wf.env.client.workflow.getHandle(started.workflowId);
+        await eventually('the workflow to see Ready', async () => (await latest().query(stateQuery)).phase === 'Ready');
+        // A round whose apply fails twice: after its local attempt it retries as a regular activity,
+        // so the workflow takes messages in the middle of the round.
+        cluster.applyTransientFailures = 3;
+        const applied = cluster.calls.applyChildren ?? 0;
+        await latest().signal(reconcileSignal, { source: 'MachineModel', event: 'updated' });
+        await eventually('the round retrying its apply', () => (cluster.calls.applyChildren ?? 0) >= applied + 2);
+        const before = (await latest().query(stateQuery)).rounds;
+        expect((await latest().query(stateQuery)).roundInProgress).toBe(true);
+        // During that round: an update that waits for the next one, and a move.
+        const update = await latest().startUpdate(reconcileNowUpdate, {
+          args: [{ requestedBy: 'test' }],
+          waitForStage: WorkflowUpdateStage.ACCEPTED,
+        });
+        await latest().signal(moveSignal, { taskQueue: shardQueue });
+        const outcome = await update.result();
+        expect(outcome.round).toBe(before + 1);
+        await eventually(
+          'a run on the shard’s queue',
+          async () => (await latest().describe()).taskQueue === shardQueue,
+        );
         await latest().terminate();
       });
     });
