@@ -68,6 +68,7 @@ import { localFirst as kubeStep } from './steps.js';
 
 const runAgeBound: PatchId = 'run-age-bound';
 const moveToShardQueue: PatchId = 'move-to-shard-queue';
+const answerBeforeContinue: PatchId = 'answer-before-continue';
 /** A run's longest life: half the day docs/workflow-versioning.md asks between releases. */
 const maxRunSeconds = 12 * 3600;
 
@@ -263,6 +264,8 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
       // Signals about the object just finished (its own finalizer removal, its deletion) need no new run.
       if (loop.askedForeign || changesSeen(state, loop).some((e) => e.foreign)) {
         // Something happened to the name after we looked (a new object of the same name): start clean.
+        // A reconcileNow waiting for the next round gets this one's: the object it asked about is gone.
+        if (!allHandlersFinished() && patched(answerBeforeContinue)) loop.finished = true;
         await condition(allHandlersFinished);
         return continueAsNew<typeof machineModelWorkflow>({ ...key, config: input.config });
       }
@@ -275,6 +278,8 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
       workflowInfo().continueAsNewSuggested ||
       (wouldOutliveRunBound(nextCheckSeconds) && patched(runAgeBound))
     ) {
+      // A reconcileNow waiting for the next round would wait for it forever here: it runs first.
+      if (!allHandlersFinished() && pending() && patched(answerBeforeContinue)) continue;
       await condition(allHandlersFinished);
       // On the queue a move asked for, if one came during the round (else its own).
       return makeContinueAsNewFunc<typeof machineModelWorkflow>({ taskQueue: loop.moveTo })({

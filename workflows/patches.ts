@@ -57,6 +57,13 @@ export const patches = {
     addedIn: '0.3.0',
     stage: 'patched',
   },
+  'answer-before-continue': {
+    workflow: 'machineModelWorkflow',
+    guards:
+      'a run about to continue as new while a reconcileNow waits for the next round runs that round first, or, its object gone, answers it with the last (it waited for all handlers to finish, forever)',
+    addedIn: '0.3.0',
+    stage: 'patched',
+  },
   'look-asks-again': {
     workflow: 'canaryRolloutWorkflow',
     guards:

@@ -377,4 +377,38 @@ describe('machineModelWorkflow', () => {
       });
     });
   });
+
+  // Found beside helper-35's: a reconcileNow taken during the round after which a run continues as new
+  // waited for a round of that run, and the run waited for it to finish before continuing: forever.
+  it('answers a reconcileNow that waits for a round when the run is about to continue as new', async () => {
+    const cluster = new FakeCluster();
+    cluster.ready = true;
+    await wf.withWorker(cluster, async (tq) => {
+      const started = await start(tq, { maxRoundsPerRun: 2 });
+      const latest = () => wf.env.client.workflow.getHandle(started.workflowId);
+      await eventually('the workflow to see Ready', async () => (await latest().query(stateQuery)).phase === 'Ready');
+      cluster.applyTransientFailures = 3;
+      const applied = cluster.calls.applyChildren ?? 0;
+      await latest().signal(reconcileSignal, { source: 'MachineModel', event: 'updated' });
+      await eventually('the round retrying its apply', () => (cluster.calls.applyChildren ?? 0) >= applied + 2);
+      const before = (await latest().query(stateQuery)).rounds;
+      expect(before).toBe(2);
+      const update = await latest().startUpdate(reconcileNowUpdate, {
+        args: [{ requestedBy: 'test' }],
+        waitForStage: WorkflowUpdateStage.ACCEPTED,
+      });
+      expect((await update.result()).round).toBe(3);
+      await eventually(
+        'the run continued as new',
+        async () => (await latest().describe()).runId !== started.firstExecutionRunId,
+      );
+      const { events } = await wf.env.client.workflow
+        .getHandle(started.workflowId, started.firstExecutionRunId)
+        .fetchHistory();
+      expect(patchMarkersOf({ events: (events ?? []) as RecordedHistory['events'] })).toContain(
+        'answer-before-continue',
+      );
+      await latest().terminate();
+    });
+  });
 });
