@@ -56,6 +56,15 @@ async function queues(): Promise<string[]> {
   );
 }
 
+/** Waits until each model's current run is on the queue `expected` names for its namespace. */
+async function onQueues(what: string, expected: (ns: string) => string): Promise<void> {
+  await eventually(
+    what,
+    async () => ((await queues()).every((q, i) => q === expected(namespaces[i]!)) ? true : undefined),
+    60_000,
+  );
+}
+
 /** Changes every model's spec and waits until each is Ready on it: a round ran wherever it runs now. */
 async function reconciledEverywhere(maxReplicas: number): Promise<void> {
   for (const ns of namespaces)
@@ -95,15 +104,7 @@ describe('model workflows on another queue of the install than their shard’s',
         60_000,
       );
     }
-    const expected = namespaces.map((ns) => shardTaskQueue(taskQueue, shardOf(ns, mixed)));
-    await eventually(
-      'every workflow on its shard’s queue',
-      async () => {
-        const now = await queues();
-        return now.every((q, i) => q === expected[i]) ? true : undefined;
-      },
-      60_000,
-    );
+    await onQueues('every workflow on its shard’s queue', (ns) => shardTaskQueue(taskQueue, shardOf(ns, mixed)));
     await reconciledEverywhere(2);
   }, 300_000);
 
@@ -111,14 +112,8 @@ describe('model workflows on another queue of the install than their shard’s',
     await stopAll();
     const replica = await startShardedReplica(stack, apiserver, 'moves-apiserver', env());
     running.push(replica.process);
-    const expected = namespaces.map((ns) => shardTaskQueue(taskQueue, shardOf(ns, apiserver)));
-    await eventually(
-      'every workflow on its shard’s queue under the new hash',
-      async () => {
-        const now = await queues();
-        return now.every((q, i) => q === expected[i]) ? true : undefined;
-      },
-      60_000,
+    await onQueues('every workflow on its shard’s queue under the new hash', (ns) =>
+      shardTaskQueue(taskQueue, shardOf(ns, apiserver)),
     );
     await reconciledEverywhere(3);
   }, 300_000);
@@ -129,26 +124,12 @@ describe('model workflows on another queue of the install than their shard’s',
     expect(new Set(await queues())).toContain(shardTaskQueue(taskQueue, 1));
     const replica = await startShardedReplica(stack, one, 'moves-one', env());
     running.push(replica.process);
-    await eventually(
-      'every workflow on shard 0’s queue',
-      async () => {
-        const now = await queues();
-        return now.every((q) => q === shardTaskQueue(taskQueue, 0)) ? true : undefined;
-      },
-      60_000,
-    );
+    await onQueues('every workflow on shard 0’s queue', () => shardTaskQueue(taskQueue, 0));
     await reconciledEverywhere(4);
     await stopAll();
 
     running.push(startOperatorProcess(stack, env(), 'moves-unsharded-again'));
-    await eventually(
-      'every workflow on the base queue',
-      async () => {
-        const now = await queues();
-        return now.every((q) => q === taskQueue) ? true : undefined;
-      },
-      60_000,
-    );
+    await onQueues('every workflow on the base queue', () => taskQueue);
     await reconciledEverywhere(5);
   }, 300_000);
 });

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { ApplicationFailure } from '@temporalio/common';
-import { WorkflowUpdateStage } from '@temporalio/client';
+import { WorkflowUpdateStage, type WorkflowHandle } from '@temporalio/client';
 import { describe, expect, it } from 'vitest';
 import { finalizerName, workflowIdFor } from '../../src/core/api.js';
 import type { WorkflowConfig } from '../../src/core/reconcile-timing.js';
@@ -293,51 +293,73 @@ describe('machineModelWorkflow', () => {
     });
   });
 
-  it('moves to its shard’s queue when told, with its state and what was left of its wait; refuses any other queue', async () => {
-    const cluster = new FakeCluster();
+  /** A model's workflow started on the base queue `tq`, Ready, with a worker on `${tq}/shard-1` too. */
+  async function readyWithShardWorker(
+    cluster: FakeCluster,
+    config: Partial<WorkflowConfig>,
+    fn: (ctx: { tq: string; shardQueue: string; firstRunId: string; latest: () => WorkflowHandle }) => Promise<void>,
+  ): Promise<void> {
     cluster.ready = true;
     await wf.withWorker(cluster, async (tq) => {
       const shardQueue = `${tq}/shard-1`;
       const shardWorker = await wf.worker(cluster.activities(), shardQueue);
       await shardWorker.runUntil(async () => {
-        const started = await start(tq);
+        const started = await start(tq, config);
         const latest = () => wf.env.client.workflow.getHandle(started.workflowId);
         await eventually('the workflow to see Ready', async () => (await latest().query(stateQuery)).phase === 'Ready');
-        // Forged: a queue of no install (a worker of its own would run the model), and its own queue.
-        await latest().signal(moveSignal, { taskQueue: 'somebody-elses-queue' });
-        await latest().signal(moveSignal, { taskQueue: tq });
-        await latest().signal(moveSignal, { taskQueue: `${tq}/shard-x` });
-        // A round after those signals: the run took them, and stayed.
-        await latest().executeUpdate(reconcileNowUpdate, { args: [{ requestedBy: 'test' }] });
-        expect((await latest().describe()).runId).toBe(started.firstExecutionRunId);
-        const rounds = (await latest().query(stateQuery)).rounds;
-        await latest().signal(moveSignal, { taskQueue: shardQueue });
-        await eventually(
-          'a run on the shard’s queue',
-          async () => (await latest().describe()).taskQueue === shardQueue,
-        );
-        const moved = await latest().query(stateQuery);
-        // The same model, no round for the move: the new run waits out the drift check the old one began.
-        expect(moved.rounds).toBe(rounds);
-        expect(moved.runs).toBe(2);
-        expect(moved.pendingWork).toBe(false);
-        const first = await wf.env.client.workflow
-          .getHandle(started.workflowId, started.firstExecutionRunId)
-          .describe();
-        expect(first.status.name).toBe('CONTINUED_AS_NEW');
-        const { events } = await wf.env.client.workflow
-          .getHandle(started.workflowId, started.firstExecutionRunId)
-          .fetchHistory();
-        expect(patchMarkersOf({ events: (events ?? []) as RecordedHistory['events'] })).toContain(
-          'move-to-shard-queue',
-        );
-        // And it reconciles there.
-        cluster.spec = { ...cluster.spec, minReplicas: 2, maxReplicas: 2 };
-        const applied = cluster.calls.applyChildren ?? 0;
-        await latest().signal(reconcileSignal, { source: 'MachineModel', event: 'updated' });
-        await eventually('a round on the shard’s worker', () => (cluster.calls.applyChildren ?? 0) > applied);
+        await fn({ tq, shardQueue, firstRunId: started.firstExecutionRunId, latest });
         await latest().terminate();
       });
+    });
+  }
+
+  /** A round whose apply fails twice (it retries as a regular activity), and a reconcileNow taken meanwhile. */
+  async function reconcileNowMidRound(cluster: FakeCluster, latest: () => WorkflowHandle) {
+    cluster.applyTransientFailures = 3;
+    const applied = cluster.calls.applyChildren ?? 0;
+    await latest().signal(reconcileSignal, { source: 'MachineModel', event: 'updated' });
+    await eventually('the round retrying its apply', () => (cluster.calls.applyChildren ?? 0) >= applied + 2);
+    const state = await latest().query(stateQuery);
+    expect(state.roundInProgress).toBe(true);
+    // It waits for the next round.
+    const update = await latest().startUpdate(reconcileNowUpdate, {
+      args: [{ requestedBy: 'test' }],
+      waitForStage: WorkflowUpdateStage.ACCEPTED,
+    });
+    return { update, roundDuring: state.rounds };
+  }
+
+  const markersOfRun = async (latest: () => WorkflowHandle, runId: string) => {
+    const { events } = await wf.env.client.workflow.getHandle(latest().workflowId, runId).fetchHistory();
+    return patchMarkersOf({ events: (events ?? []) as RecordedHistory['events'] });
+  };
+
+  it('moves to its shard’s queue when told, with its state and what was left of its wait; refuses any other queue', async () => {
+    const cluster = new FakeCluster();
+    await readyWithShardWorker(cluster, {}, async ({ tq, shardQueue, firstRunId, latest }) => {
+      // Forged: a queue of no install (a worker of its own would run the model), and its own queue.
+      await latest().signal(moveSignal, { taskQueue: 'somebody-elses-queue' });
+      await latest().signal(moveSignal, { taskQueue: tq });
+      await latest().signal(moveSignal, { taskQueue: `${tq}/shard-x` });
+      // A round after those signals: the run took them, and stayed.
+      await latest().executeUpdate(reconcileNowUpdate, { args: [{ requestedBy: 'test' }] });
+      expect((await latest().describe()).runId).toBe(firstRunId);
+      const rounds = (await latest().query(stateQuery)).rounds;
+      await latest().signal(moveSignal, { taskQueue: shardQueue });
+      await eventually('a run on the shard’s queue', async () => (await latest().describe()).taskQueue === shardQueue);
+      const moved = await latest().query(stateQuery);
+      // The same model, no round for the move: the new run waits out the drift check the old one began.
+      expect(moved.rounds).toBe(rounds);
+      expect(moved.runs).toBe(2);
+      expect(moved.pendingWork).toBe(false);
+      const first = await wf.env.client.workflow.getHandle(latest().workflowId, firstRunId).describe();
+      expect(first.status.name).toBe('CONTINUED_AS_NEW');
+      expect(await markersOfRun(latest, firstRunId)).toContain('move-to-shard-queue');
+      // And it reconciles there.
+      cluster.spec = { ...cluster.spec, minReplicas: 2, maxReplicas: 2 };
+      const applied = cluster.calls.applyChildren ?? 0;
+      await latest().signal(reconcileSignal, { source: 'MachineModel', event: 'updated' });
+      await eventually('a round on the shard’s worker', () => (cluster.calls.applyChildren ?? 0) > applied);
     });
   });
 
@@ -345,36 +367,11 @@ describe('machineModelWorkflow', () => {
   // finish before it continued as new, and the update waited for a round that never came.
   it('answers a reconcileNow that waits for a round when a move comes, then moves', async () => {
     const cluster = new FakeCluster();
-    cluster.ready = true;
-    await wf.withWorker(cluster, async (tq) => {
-      const shardQueue = `${tq}/shard-0`;
-      const shardWorker = await wf.worker(cluster.activities(), shardQueue);
-      await shardWorker.runUntil(async () => {
-        const started = await start(tq);
-        const latest = () => wf.env.client.workflow.getHandle(started.workflowId);
-        await eventually('the workflow to see Ready', async () => (await latest().query(stateQuery)).phase === 'Ready');
-        // A round whose apply fails twice: after its local attempt it retries as a regular activity,
-        // so the workflow takes messages in the middle of the round.
-        cluster.applyTransientFailures = 3;
-        const applied = cluster.calls.applyChildren ?? 0;
-        await latest().signal(reconcileSignal, { source: 'MachineModel', event: 'updated' });
-        await eventually('the round retrying its apply', () => (cluster.calls.applyChildren ?? 0) >= applied + 2);
-        const before = (await latest().query(stateQuery)).rounds;
-        expect((await latest().query(stateQuery)).roundInProgress).toBe(true);
-        // During that round: an update that waits for the next one, and a move.
-        const update = await latest().startUpdate(reconcileNowUpdate, {
-          args: [{ requestedBy: 'test' }],
-          waitForStage: WorkflowUpdateStage.ACCEPTED,
-        });
-        await latest().signal(moveSignal, { taskQueue: shardQueue });
-        const outcome = await update.result();
-        expect(outcome.round).toBe(before + 1);
-        await eventually(
-          'a run on the shard’s queue',
-          async () => (await latest().describe()).taskQueue === shardQueue,
-        );
-        await latest().terminate();
-      });
+    await readyWithShardWorker(cluster, {}, async ({ shardQueue, latest }) => {
+      const { update, roundDuring } = await reconcileNowMidRound(cluster, latest);
+      await latest().signal(moveSignal, { taskQueue: shardQueue });
+      expect((await update.result()).round).toBe(roundDuring + 1);
+      await eventually('a run on the shard’s queue', async () => (await latest().describe()).taskQueue === shardQueue);
     });
   });
 
@@ -382,33 +379,12 @@ describe('machineModelWorkflow', () => {
   // waited for a round of that run, and the run waited for it to finish before continuing: forever.
   it('answers a reconcileNow that waits for a round when the run is about to continue as new', async () => {
     const cluster = new FakeCluster();
-    cluster.ready = true;
-    await wf.withWorker(cluster, async (tq) => {
-      const started = await start(tq, { maxRoundsPerRun: 2 });
-      const latest = () => wf.env.client.workflow.getHandle(started.workflowId);
-      await eventually('the workflow to see Ready', async () => (await latest().query(stateQuery)).phase === 'Ready');
-      cluster.applyTransientFailures = 3;
-      const applied = cluster.calls.applyChildren ?? 0;
-      await latest().signal(reconcileSignal, { source: 'MachineModel', event: 'updated' });
-      await eventually('the round retrying its apply', () => (cluster.calls.applyChildren ?? 0) >= applied + 2);
-      const before = (await latest().query(stateQuery)).rounds;
-      expect(before).toBe(2);
-      const update = await latest().startUpdate(reconcileNowUpdate, {
-        args: [{ requestedBy: 'test' }],
-        waitForStage: WorkflowUpdateStage.ACCEPTED,
-      });
+    await readyWithShardWorker(cluster, { maxRoundsPerRun: 2 }, async ({ firstRunId, latest }) => {
+      const { update, roundDuring } = await reconcileNowMidRound(cluster, latest);
+      expect(roundDuring).toBe(2);
       expect((await update.result()).round).toBe(3);
-      await eventually(
-        'the run continued as new',
-        async () => (await latest().describe()).runId !== started.firstExecutionRunId,
-      );
-      const { events } = await wf.env.client.workflow
-        .getHandle(started.workflowId, started.firstExecutionRunId)
-        .fetchHistory();
-      expect(patchMarkersOf({ events: (events ?? []) as RecordedHistory['events'] })).toContain(
-        'answer-before-continue',
-      );
-      await latest().terminate();
+      await eventually('the run continued as new', async () => (await latest().describe()).runId !== firstRunId);
+      expect(await markersOfRun(latest, firstRunId)).toContain('answer-before-continue');
     });
   });
 });
