@@ -196,15 +196,24 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
       }),
     ]).finally(() => giveUp.removeEventListener('abort', onAbort!));
     const stop = new WorkerStop();
+    let created: Awaited<ReturnType<typeof createWorker>> | undefined;
     const worker = await untilTemporalAnswers(
-      () =>
-        createWorker(connection, queue, activities!, stop, {
+      async () =>
+        (created = await createWorker(connection, queue, activities!, stop, {
           shutdownGraceTime: '4 seconds',
           shutdownForceTime: '6 seconds',
-        }),
+        })),
       temporal,
       giveUp,
-    );
+    ).catch(async (err: unknown) => {
+      // Created as the start was given up: the retry drops it, but it holds the connection.
+      if (created) {
+        const run = created.run();
+        created.shutdown();
+        await run.catch(() => undefined);
+      }
+      throw err;
+    });
     // A worker that fails on its own stops its activities too.
     const run = worker.run().finally(() => stop.stop());
     return {
@@ -278,12 +287,16 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
     await informer.start();
     log.info({ namespaces: config.namespaces.length ? config.namespaces : 'all' }, 'informer synced');
     workerKube?.readFrom(informer);
-    // In the background: a visibility query need not hold the informer's readiness.
-    const sweepWorkflows = (taskQueues: string[]) =>
-      void untilTemporalAnswers(
+    // In the background: a visibility query need not hold the informer's readiness. One look at a
+    // time; those asked for meanwhile are one look after it.
+    const sweptQueues = sharded || moves ? everyQueue : [base];
+    let sweeping: Promise<void> | undefined;
+    let sweepAgain = false;
+    const sweepOnce = () =>
+      untilTemporalAnswers(
         () =>
           sweepModelWorkflows(client, {
-            taskQueues,
+            taskQueues: sweptQueues,
             namespaces: config.namespaces,
             // 'unknown': another replica's shard, which its owner looks at.
             lookup: (ns, name) => {
@@ -292,7 +305,8 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
             },
             queueFor: moves ? (queueFor ?? (() => base)) : undefined,
             polled: (queue) => polledQueues.has(queue),
-            enqueue: (r) => signaler.enqueue(r),
+            // As a watched deletion: held by the deletion lane while its namespace goes.
+            enqueue: (r) => informer.tellDeleted(r),
           }),
         temporal,
         abort.signal,
@@ -307,12 +321,24 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
         },
         () => undefined,
       );
-    const sweptQueues = sharded || moves ? everyQueue : [base];
+    const sweepWorkflows = (): void => {
+      if (sweeping) {
+        sweepAgain = true;
+        return;
+      }
+      sweeping = sweepOnce().finally(() => {
+        sweeping = undefined;
+        if (sweepAgain && !abort.signal.aborted) {
+          sweepAgain = false;
+          sweepWorkflows();
+        }
+      });
+    };
     // And every 10 minutes: a move someone else sent (anyone who reaches Temporal can) is undone, and
     // a model whose deletion no watch saw is told, without waiting for a change of shards.
-    resweep = setInterval(() => sweepWorkflows(sweptQueues), resweepEveryMs);
+    resweep = setInterval(sweepWorkflows, resweepEveryMs);
     resweep.unref();
-    if (!sharded) sweepWorkflows(sweptQueues);
+    if (!sharded) sweepWorkflows();
     else {
       // The selector goes to the apiserver only with its own hash, and only where it is seen to apply
       // it (an alpha field: another version might refuse it); the informer's own filter keeps the same
@@ -340,7 +366,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
           // Every queue of the install, not only the shards held: a workflow keeps the queue it started
           // on until the sweep moves it, and after a change of layout that is not its namespace's
           // shard's. The informer says which models are its shards' ('unknown' for the rest).
-          placed: () => void informer.listed().then(() => sweepWorkflows(sweptQueues)),
+          placed: () => void informer.listed().then(sweepWorkflows),
           failed: (err) => settle.reject(err),
         },
         log,

@@ -86,6 +86,11 @@ interface LoopState {
   finished: boolean;
   /** The install's queue this model's workflow belongs on, when its shard's owner said it is not this one. */
   moveTo?: string;
+  /**
+   * The latest round a reconcileNow waits for. Its wake (`asked`) can be spent by a wait inside a
+   * round (the gateway's), so a run about to move or continue as new looks here too.
+   */
+  awaitedRound: number;
 }
 
 /**
@@ -141,6 +146,7 @@ function handleMessages(
     // The answer must come from a round that starts after this request.
     const target = state.rounds + 1;
     loop.asked = true;
+    loop.awaitedRound = Math.max(loop.awaitedRound, target);
     await condition(() => (state.lastOutcome?.round ?? 0) >= target || loop.finished);
     return state.lastOutcome!;
   });
@@ -163,8 +169,11 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
     events: [],
     roundInProgress: false,
     finished: false,
+    awaitedRound: 0,
   };
   const pending = () => wantsRound(state, loop);
+  /** A reconcileNow waits for a round not run yet: the run must not end before it. */
+  const roundAwaited = () => loop.awaitedRound > state.rounds;
   let nextCheckSeconds = input.nextCheckSeconds ?? 0;
   // A canary gets as long to become ready as the model itself.
   const rollouts = rolloutSteps(state, cfg.progressDeadlineSeconds);
@@ -228,7 +237,8 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
     if (loop.moveTo !== undefined && !pending()) {
       // Its shard's worker does the rest of the wait, and the rounds after. A round asked for first
       // (a reconcileNow waits for one) runs here, and the move waits for the next quiet pass.
-      await condition(() => allHandlersFinished() || pending());
+      await condition(() => allHandlersFinished() || pending() || roundAwaited());
+      if (roundAwaited()) loop.asked = true;
       if (!pending()) {
         return makeContinueAsNewFunc<typeof machineModelWorkflow>({ taskQueue: loop.moveTo })({
           ...input,
@@ -279,7 +289,10 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
       (wouldOutliveRunBound(nextCheckSeconds) && patched(runAgeBound))
     ) {
       // A reconcileNow waiting for the next round would wait for it forever here: it runs first.
-      if (!allHandlersFinished() && pending() && patched(answerBeforeContinue)) continue;
+      if (!allHandlersFinished() && (pending() || roundAwaited()) && patched(answerBeforeContinue)) {
+        loop.asked = true;
+        continue;
+      }
       await condition(allHandlersFinished);
       // On the queue a move asked for, if one came during the round (else its own).
       return makeContinueAsNewFunc<typeof machineModelWorkflow>({ taskQueue: loop.moveTo })({

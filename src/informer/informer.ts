@@ -537,6 +537,15 @@ export class Informer {
     this.startGate.offer(request);
   }
 
+  /**
+   * A model's deletion that a look at the running workflows found (workflow-sweep.ts): held by the
+   * deletion lane, as a watched one is, while its namespace is being deleted.
+   */
+  tellDeleted(request: SignalRequest): void {
+    if (this.options.holdDeletions && this.terminating(request.namespace)) return this.deletions.hold(request);
+    this.startGate.offer(request);
+  }
+
   /** A probe failure wakes the model whose Pod it names, found in the Pod cache (no cache: nobody). */
   private handleProbe(type: WatchEventType, event: CoreV1Event): void {
     this.events++;

@@ -12,6 +12,7 @@
 //   (src/process/queue-drains.ts).
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { moveSignal, workflowType } from '../../workflows/definitions.js';
+import { rolloutWorkflowType } from '../../workflows/rollout-definitions.js';
 import { nameAttribute, namespaceAttribute } from '../../workflows/search-attributes.js';
 import type { SignalRequest } from './event-filter.js';
 
@@ -29,9 +30,10 @@ export interface WorkflowSweep {
   enqueue(request: SignalRequest): void;
 }
 
+const quote = (s: string) => `'${s.replace(/'/g, "\\'")}'`;
+
 /** Visibility query for the running workflows of the models in the informer's namespaces. */
 export function runningModelsQuery(taskQueues: string[], namespaces: string[]): string {
-  const quote = (s: string) => `'${s.replace(/'/g, "\\'")}'`;
   const clauses = [
     `WorkflowType = ${quote(workflowType)}`,
     `ExecutionStatus = 'Running'`,
@@ -48,8 +50,23 @@ export interface SweepResult {
   moved: number;
   /** Moves that could not be sent (not for want of the workflow). */
   failed: number;
-  /** Unpolled queues where workflows of this replica's models run. */
+  /** Unpolled queues where workflows of this replica's models, or rollouts, run. */
   stranded: string[];
+}
+
+/** What the look does with one running model workflow. Pure. */
+export function sweepStep(
+  w: { namespace: string; taskQueue: string },
+  known: 'present' | 'absent' | 'unknown',
+  sweep: Pick<WorkflowSweep, 'queueFor' | 'polled'>,
+): { deleted: boolean; moveTo?: string; stranded: boolean } {
+  const own = sweep.queueFor?.(w.namespace);
+  return {
+    deleted: known === 'absent',
+    moveTo: known === 'present' && own !== undefined && own !== w.taskQueue ? own : undefined,
+    // Another replica's model: its owner drains for it.
+    stranded: known !== 'unknown' && !sweep.polled(w.taskQueue),
+  };
 }
 
 /** Signals `deleted` to each running workflow whose model is gone, and moves those on another queue. */
@@ -62,17 +79,16 @@ export async function sweepModelWorkflows(client: Client, sweep: WorkflowSweep):
     const namespace = w.typedSearchAttributes.get(namespaceAttribute);
     const name = w.typedSearchAttributes.get(nameAttribute);
     if (!namespace || !name) continue;
-    const known = sweep.lookup(namespace, name);
-    if (known !== 'unknown' && !sweep.polled(w.taskQueue)) stranded.add(w.taskQueue);
-    if (known === 'absent') {
+    const step = sweepStep({ namespace, taskQueue: w.taskQueue }, sweep.lookup(namespace, name), sweep);
+    if (step.stranded) stranded.add(w.taskQueue);
+    if (step.deleted) {
       const uid = typeof w.memo?.uid === 'string' ? w.memo.uid : undefined;
       sweep.enqueue({ namespace, name, signal: 'deleted', hint: { source: 'MachineModel', event: 'deleted' }, uid });
       vanished++;
     }
-    const taskQueue = sweep.queueFor?.(namespace);
-    if (known === 'present' && taskQueue && w.taskQueue !== taskQueue) {
+    if (step.moveTo) {
       try {
-        await client.workflow.getHandle(w.workflowId, w.runId).signal(moveSignal, { taskQueue });
+        await client.workflow.getHandle(w.workflowId, w.runId).signal(moveSignal, { taskQueue: step.moveTo });
         moved++;
       } catch (err) {
         // It ended, or continued as new: the next look sees its new run. Any other failure is counted
@@ -80,6 +96,13 @@ export async function sweepModelWorkflows(client: Client, sweep: WorkflowSweep):
         if (!(err instanceof WorkflowNotFoundError)) failed++;
       }
     }
+  }
+  // A rollout keeps the queue it started on after its model moved: one on an unpolled queue needs a
+  // drain as long as it runs, whoever's model it is (nothing else would show it after a restart).
+  const unpolled = sweep.queueFor ? sweep.taskQueues.filter((q) => !sweep.polled(q)) : [];
+  if (unpolled.length > 0) {
+    const query = `WorkflowType = ${quote(rolloutWorkflowType)} AND ExecutionStatus = 'Running' AND TaskQueue IN (${unpolled.map(quote).join(', ')})`;
+    for await (const w of client.workflow.list({ query })) stranded.add(w.taskQueue);
   }
   return { vanished, moved, failed, stranded: [...stranded].sort() };
 }

@@ -14,7 +14,10 @@ export interface DrainParts {
 }
 
 export class QueueDrains {
-  private readonly drains = new Map<string, ShardWorker>();
+  /** Each queue's drain, from the moment its start is asked for (so two looks start one worker). */
+  private readonly drains = new Map<string, Promise<ShardWorker | undefined>>();
+  /** Starts and stops under way, which stop() waits for: each worker holds the shared connection. */
+  private readonly inFlight = new Set<Promise<unknown>>();
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
 
@@ -30,49 +33,70 @@ export class QueueDrains {
 
   /** Drains these queues until nothing runs on them (those already drained go on). */
   async drain(queues: readonly string[]): Promise<void> {
-    for (const queue of queues) {
-      if (this.stopped || this.drains.has(queue)) continue;
-      try {
-        const worker = await this.parts.startWorker(queue);
-        if (this.stopped) {
-          await worker.shutdown();
-          return;
-        }
-        this.drains.set(queue, worker);
-        this.log.info({ taskQueue: queue }, 'draining a queue no shard of this layout polls');
-        // A drain that fails by itself is only a drain: the next look starts another.
-        worker.run.catch((err: unknown) => {
-          this.log.warn({ err, taskQueue: queue }, 'a queue drain failed');
-          if (this.drains.get(queue) === worker) this.drains.delete(queue);
-        });
-      } catch (err) {
-        this.log.warn({ err, taskQueue: queue }, 'could not start a queue drain; the next look tries again');
-      }
-    }
-    if (this.drains.size > 0 && !this.timer) {
+    const starts = queues.filter((q) => !this.stopped && !this.drains.has(q)).map((q) => this.start(q));
+    if (starts.length > 0 && !this.timer) {
       this.timer = setInterval(() => void this.check(), this.checkEveryMs);
       this.timer.unref();
     }
+    await Promise.all(starts);
+  }
+
+  private start(queue: string): Promise<ShardWorker | undefined> {
+    const started = this.track(
+      this.parts.startWorker(queue).then(
+        async (worker) => {
+          if (this.stopped) {
+            await worker.shutdown();
+            return undefined;
+          }
+          this.log.info({ taskQueue: queue }, 'draining a queue no shard of this layout polls');
+          // A drain that fails by itself is only a drain: the next look starts another.
+          worker.run.catch((err: unknown) => {
+            this.log.warn({ err, taskQueue: queue }, 'a queue drain failed');
+            if (this.drains.get(queue) === started) this.drains.delete(queue);
+          });
+          return worker;
+        },
+        (err: unknown) => {
+          this.log.warn({ err, taskQueue: queue }, 'could not start a queue drain; the next look tries again');
+          if (this.drains.get(queue) === started) this.drains.delete(queue);
+          return undefined;
+        },
+      ),
+    );
+    this.drains.set(queue, started);
+    return started;
   }
 
   /** Stops each drain whose queue has nothing running any more. */
   async check(): Promise<void> {
-    for (const [queue, worker] of [...this.drains]) {
+    for (const [queue, drain] of [...this.drains]) {
+      const worker = await drain;
+      if (!worker) continue;
       const left = await this.parts.running(queue).catch(() => undefined);
-      if (left !== 0 || this.drains.get(queue) !== worker) continue;
+      if (left !== 0 || this.drains.get(queue) !== drain || this.stopped) continue;
       this.drains.delete(queue);
-      await worker.shutdown();
+      await this.track(worker.shutdown());
       this.log.info({ taskQueue: queue }, 'a drained queue has nothing running; its worker stopped');
     }
     if (this.drains.size === 0) this.stopTimer();
   }
 
+  /** Stops every drain, and waits for those starting or stopping: the connection closes after. */
   async stop(): Promise<void> {
     this.stopped = true;
     this.stopTimer();
-    const workers = [...this.drains.values()];
+    const drains = [...this.drains.values()];
     this.drains.clear();
-    await Promise.all(workers.map((w) => w.shutdown()));
+    const workers = await Promise.all(drains);
+    await Promise.all(workers.map((w) => w?.shutdown()));
+    await Promise.all(this.inFlight);
+  }
+
+  private track<T>(work: Promise<T>): Promise<T> {
+    this.inFlight.add(work);
+    void work.finally(() => this.inFlight.delete(work)).catch(() => undefined);
+    return work;
   }
 
   private stopTimer(): void {

@@ -7,11 +7,13 @@ import { QueueDrains, type DrainParts } from '../../src/process/queue-drains.js'
 
 function harness() {
   const steps: string[] = [];
+  const gate = { open: Promise.resolve() };
   const running = new Map<string, number>();
   const failStart = new Set<string>();
   const fail = new Map<string, (err: Error) => void>();
   const parts: DrainParts = {
     async startWorker(queue) {
+      await gate.open;
       if (failStart.delete(queue)) throw new Error(`${queue}: no worker`);
       steps.push(`start ${queue}`);
       const run = new Promise<void>((_, reject) => fail.set(queue, reject));
@@ -25,7 +27,11 @@ function harness() {
     },
   };
   const drains = new QueueDrains(parts, pino({ level: 'silent' }), 60_000);
-  return { steps, running, failStart, fail, drains };
+  let release!: () => void;
+  const hold = () => {
+    gate.open = new Promise((resolve) => (release = resolve));
+  };
+  return { steps, running, failStart, fail, drains, hold, release: () => release() };
 }
 
 describe('queue drains', () => {
@@ -75,5 +81,33 @@ describe('queue drains', () => {
     await h.drains.drain(['q/shard-6']);
     expect(h.steps).toEqual(['start q/shard-5', 'start q', 'stop q/shard-5', 'stop q']);
     expect(h.drains.queues).toEqual([]);
+  });
+
+  // helper-36: two looks that ended together each started a worker on the queue, and the second
+  // replaced the first, which then held the shared connection when the process stopped.
+  it('starts one worker for a queue named by two looks at once', async () => {
+    const h = harness();
+    h.hold();
+    const first = h.drains.drain(['q/shard-5']);
+    const second = h.drains.drain(['q/shard-5']);
+    h.release();
+    await Promise.all([first, second]);
+    expect(h.steps).toEqual(['start q/shard-5']);
+    await h.drains.stop();
+    expect(h.steps).toEqual(['start q/shard-5', 'stop q/shard-5']);
+  });
+
+  // helper-36: a worker whose start ended after the stop was shut down without anyone waiting for it.
+  it('waits, when it stops, for a worker still starting, and shuts it down', async () => {
+    const h = harness();
+    h.hold();
+    const drained = h.drains.drain(['q/shard-5']);
+    let stopped = false;
+    const stopping = h.drains.stop().then(() => (stopped = true));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(stopped).toBe(false);
+    h.release();
+    await Promise.all([drained, stopping]);
+    expect(h.steps).toEqual(['start q/shard-5', 'stop q/shard-5']);
   });
 });
