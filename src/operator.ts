@@ -97,6 +97,8 @@ interface Parts {
 
 /** How often the informer looks at every running model workflow besides (workflow-sweep.ts). */
 const resweepEveryMs = 600_000;
+/** A drain's workflow cache (src/process/queue-drains.ts): its workflows only pass through. */
+const drainCachedWorkflows = 16;
 
 export function startOperator(config: OperatorConfig, log: Logger): RunningOperator {
   const kc = loadKubeConfig(config.kubeconfig);
@@ -126,7 +128,11 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
     taskQueue: string,
     activities: object,
     stop: WorkerStop | undefined,
-    shutdown = { shutdownGraceTime: '10 seconds' } as { shutdownGraceTime: string; shutdownForceTime?: string },
+    shutdown = { shutdownGraceTime: '10 seconds' } as {
+      shutdownGraceTime: string;
+      shutdownForceTime?: string;
+      maxCachedWorkflows?: number;
+    },
   ): Promise<Worker> {
     return Worker.create({
       connection,
@@ -184,7 +190,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
    * stops within 6 s of being asked (src/core/shard-assignment.ts counts on it): in-flight tasks get
    * 4 s, then are cancelled.
    */
-  async function startQueueWorker(queue: string): Promise<ShardWorker> {
+  async function startQueueWorker(queue: string, drain = false): Promise<ShardWorker> {
     const giveUp = AbortSignal.any([abort.signal, AbortSignal.timeout(30_000)]);
     giveUp.throwIfAborted();
     let onAbort: (() => void) | undefined;
@@ -202,6 +208,8 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
         (created = await createWorker(connection, queue, activities!, stop, {
           shutdownGraceTime: '4 seconds',
           shutdownForceTime: '6 seconds',
+          // A drain's workflows pass through to move: a small cache bounds what each drain holds.
+          ...(drain ? { maxCachedWorkflows: drainCachedWorkflows } : {}),
         })),
       temporal,
       giveUp,
@@ -209,8 +217,11 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
       // Created as the start was given up: the retry drops it, but it holds the connection.
       if (created) {
         const run = created.run();
-        created.shutdown();
-        await run.catch(() => undefined);
+        try {
+          if (created.getState() === 'RUNNING') created.shutdown();
+        } finally {
+          await run.catch(() => undefined);
+        }
       }
       throw err;
     });
@@ -246,7 +257,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
     const drains = moves
       ? new QueueDrains(
           {
-            startWorker: startQueueWorker,
+            startWorker: (queue) => startQueueWorker(queue, true),
             running: async (queue) =>
               (await client.workflow.count(`TaskQueue = '${queue}' AND ExecutionStatus = 'Running'`)).count,
           },

@@ -14,7 +14,9 @@
 //   idempotent. It removes what lies outside the namespace (the gateway route), then the finalizer,
 //   which stays for as long as the gateway has not confirmed.
 // - A run completes after a cleanup (or gone) round. It continues as new instead when a signal may
-//   concern a new object of the same name, after maxRoundsPerRun rounds, or when the server suggests.
+//   concern a new object of the same name, after maxRoundsPerRun rounds, when the server suggests,
+//   when its next wait would outlive the run's 12 hours, or when told to move to another queue of its
+//   install; a round a reconcileNow waits for runs first.
 // - Errors follow the failure vocabulary (src/core/failures.ts). A retryable one is retried inside its
 //   activity with exponential backoff (1 s to 30 s, no limit): the round waits and the Web UI shows
 //   the attempts. A terminal one ends the round with phase Failed, its reason and message, and nothing
@@ -26,7 +28,6 @@
 import {
   allHandlersFinished,
   condition,
-  continueAsNew,
   makeContinueAsNewFunc,
   patched,
   proxySinks,
@@ -277,7 +278,10 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
         // A reconcileNow waiting for the next round gets this one's: the object it asked about is gone.
         if (!allHandlersFinished() && patched(answerBeforeContinue)) loop.finished = true;
         await condition(allHandlersFinished);
-        return continueAsNew<typeof machineModelWorkflow>({ ...key, config: input.config });
+        return makeContinueAsNewFunc<typeof machineModelWorkflow>({ taskQueue: loop.moveTo })({
+          ...key,
+          config: input.config,
+        });
       }
       loop.finished = true;
       await condition(allHandlersFinished);

@@ -2,7 +2,8 @@
 // count, the shard queues of an install no longer sharded, a queue a forged move named), while
 // workflows run there: a workflow of this replica's shards takes its move (moveToTaskQueue) on such
 // a worker and continues as new on its own queue, and one whose model is gone finishes there. A
-// rollout started on the queue finishes there too. Each drain stops once nothing runs on its queue.
+// rollout started on the queue finishes there too. Each drain stops once two checks in a row find
+// nothing running on its queue.
 import type { Logger } from 'pino';
 import type { ShardWorker } from './shard-placement.js';
 
@@ -18,6 +19,8 @@ export class QueueDrains {
   private readonly drains = new Map<string, Promise<ShardWorker | undefined>>();
   /** Starts and stops under way, which stop() waits for: each worker holds the shared connection. */
   private readonly inFlight = new Set<Promise<unknown>>();
+  /** Queues whose last check counted nothing running: a drain stops at its second such check. */
+  private readonly emptyOnce = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
 
@@ -74,7 +77,16 @@ export class QueueDrains {
       const worker = await drain;
       if (!worker) continue;
       const left = await this.parts.running(queue).catch(() => undefined);
-      if (left !== 0 || this.drains.get(queue) !== drain || this.stopped) continue;
+      if (left !== 0 || this.drains.get(queue) !== drain || this.stopped) {
+        this.emptyOnce.delete(queue);
+        continue;
+      }
+      // Visibility may lag a run just continued as new on this queue: nothing twice in a row.
+      if (!this.emptyOnce.has(queue)) {
+        this.emptyOnce.add(queue);
+        continue;
+      }
+      this.emptyOnce.delete(queue);
       this.drains.delete(queue);
       await this.track(worker.shutdown());
       this.log.info({ taskQueue: queue }, 'a drained queue has nothing running; its worker stopped');
