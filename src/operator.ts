@@ -24,7 +24,7 @@ import { ReconcileMetrics } from './process/reconcile-metrics.js';
 import { Reachability, ReadyGate } from './process/ready-gate.js';
 import { Signaler } from './informer/signaler.js';
 import { lazyClient, ProbeStreak, untilTemporalAnswers, watchTemporal, workerConnector } from './process/temporal.js';
-import { sweepModelWorkflows } from './informer/workflow-sweep.js';
+import { runningOnQueueQuery, sweepModelWorkflows } from './informer/workflow-sweep.js';
 import { QueueDrains } from './process/queue-drains.js';
 import { workflowBundleOptions } from './process/workflow-bundle.js';
 import { workflowSender } from './informer/workflow-client.js';
@@ -248,18 +248,17 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
     const base = config.temporal.taskQueue;
     const { shards, hash, leaseNamespace, identity } = config.sharding;
     const layout = { count: shards, hash };
-    const everyQueue = installQueues(base);
     const queueFor = sharded ? (namespace: string) => shardTaskQueue(base, shardOf(namespace, layout)) : undefined;
     // With a worker in this process, the workflows on another queue of the install than their own are
     // moved there, and the queues the layout leaves unpolled drained meanwhile.
     const moves = config.role === 'all';
-    const polledQueues = new Set([base, ...Array.from({ length: shards }, (_, k) => shardTaskQueue(base, k))]);
+    // The base queue and the current layout's shard queues (installQueues lists them in that order).
+    const polledQueues = new Set(installQueues(base).slice(0, shards + 1));
     const drains = moves
       ? new QueueDrains(
           {
             startWorker: (queue) => startQueueWorker(queue, true),
-            running: async (queue) =>
-              (await client.workflow.count(`TaskQueue = '${queue}' AND ExecutionStatus = 'Running'`)).count,
+            running: async (queue) => (await client.workflow.count(runningOnQueueQuery(queue))).count,
           },
           log,
         )
@@ -300,7 +299,7 @@ export function startOperator(config: OperatorConfig, log: Logger): RunningOpera
     workerKube?.readFrom(informer);
     // In the background: a visibility query need not hold the informer's readiness. One look at a
     // time; those asked for meanwhile are one look after it.
-    const sweptQueues = sharded || moves ? everyQueue : [base];
+    const sweptQueues = sharded || moves ? installQueues(base) : [base];
     let sweeping: Promise<void> | undefined;
     let sweepAgain = false;
     const sweepOnce = () =>

@@ -173,6 +173,8 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
     awaitedRound: 0,
   };
   const pending = () => wantsRound(state, loop);
+  /** Continue as new on the queue a move asked for, if one came (else on its own). */
+  const continueOnQueue = () => makeContinueAsNewFunc<typeof machineModelWorkflow>({ taskQueue: loop.moveTo });
   /** A reconcileNow waits for a round not run yet: the run must not end before it. */
   const roundAwaited = () => loop.awaitedRound > state.rounds;
   let nextCheckSeconds = input.nextCheckSeconds ?? 0;
@@ -241,7 +243,7 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
       await condition(() => allHandlersFinished() || pending() || roundAwaited());
       if (roundAwaited()) loop.asked = true;
       if (!pending()) {
-        return makeContinueAsNewFunc<typeof machineModelWorkflow>({ taskQueue: loop.moveTo })({
+        return continueOnQueue()({
           ...input,
           state,
           dirty: false,
@@ -278,7 +280,7 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
         // A reconcileNow waiting for the next round gets this one's: the object it asked about is gone.
         if (!allHandlersFinished() && patched(answerBeforeContinue)) loop.finished = true;
         await condition(allHandlersFinished);
-        return makeContinueAsNewFunc<typeof machineModelWorkflow>({ taskQueue: loop.moveTo })({
+        return continueOnQueue()({
           ...key,
           config: input.config,
         });
@@ -298,8 +300,7 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
         continue;
       }
       await condition(allHandlersFinished);
-      // On the queue a move asked for, if one came during the round (else its own).
-      return makeContinueAsNewFunc<typeof machineModelWorkflow>({ taskQueue: loop.moveTo })({
+      return continueOnQueue()({
         ...input,
         state,
         dirty: pending(),

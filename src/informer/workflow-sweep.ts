@@ -32,6 +32,11 @@ export interface WorkflowSweep {
 
 const quote = (s: string) => `'${s.replace(/'/g, "\\'")}'`;
 
+/** Visibility query for every running workflow, of any type, on the queue (a drain's, queue-drains.ts). */
+export function runningOnQueueQuery(queue: string): string {
+  return `TaskQueue = ${quote(queue)} AND ExecutionStatus = 'Running'`;
+}
+
 /** Visibility query for the running workflows of the models in the informer's namespaces. */
 export function runningModelsQuery(taskQueues: string[], namespaces: string[]): string {
   const clauses = [
