@@ -5,7 +5,7 @@
 //   src/informer    watch -> filter -> signal: src/core, src/process, the workflows' contract
 //   src/process     config, clients, logging, metrics: src/core
 //   src/cli         mmctl's reads and output: src/core, src/process, the workflows' contract (no activities)
-//   src/fetch       the fetch-model init container's download into the node cache: src/core only
+//   src/csi         the model cache's CSI node plugin (a DaemonSet): src/core, src/process
 //   src/*.ts        entry points: anything above
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
@@ -55,16 +55,16 @@ module.exports = {
       to: { path: '^(activities/|src/informer/|src/[^/]+\\.ts$)' },
     },
     {
-      name: 'fetcher-stands-alone',
-      comment: "the fetcher runs in a model's Pod: no Temporal, no Kubernetes client, no operator process",
+      name: 'csi-plugin-stands-alone',
+      comment: "the model cache's plugin runs on every node, privileged: no Temporal, no workflows, no informer",
       severity: 'error',
-      from: { path: '^src/fetch/' },
-      to: { path: '^(workflows/|activities/|src/(informer|process|cli)/|src/[^/]+\\.ts$)' },
+      from: { path: '^src/csi/' },
+      to: { path: '^(workflows/|activities/|src/(informer|cli)/|src/[^/]+\\.ts$|node_modules/@temporalio/)' },
     },
     {
       name: 'only-mmctl-uses-the-cli',
       severity: 'error',
-      from: { path: '^(src/(core|process|informer|fetch)|workflows|activities)/' },
+      from: { path: '^(src/(core|process|informer|csi)|workflows|activities)/' },
       to: { path: '^src/cli/' },
     },
     {

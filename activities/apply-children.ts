@@ -12,7 +12,7 @@ import {
 } from '../src/core/desired-state.js';
 import { changedFields } from '../src/core/child-changes.js';
 import { ownershipOf } from '../src/core/ownership.js';
-import { containerTroubles } from '../src/core/container-troubles.js';
+import { containerTroubles, mountTrouble, podsWaitingForVolumes } from '../src/core/container-troubles.js';
 import { unschedulablePods } from '../src/core/pod-scheduling.js';
 import { readinessOf } from '../src/core/readiness.js';
 import { isReady, type Readiness } from '../src/core/status.js';
@@ -35,7 +35,6 @@ import {
   type Revision,
 } from '../src/core/rollout.js';
 import type { ActivityDeps } from './deps.js';
-import { fetchProgress } from './fetch-progress.js';
 import { fail, kubeFailure } from './failure.js';
 import { recordEventBestEffort } from './events.js';
 import type { ModelSnapshot } from './read-model.js';
@@ -89,10 +88,12 @@ async function withPodHealth(kube: ActivityDeps['kube'], ref: ModelRef, readines
     throw kubeFailure(err, `listing the Pods of ${ref.namespace}/${ref.name}`);
   });
   const unschedulable = unschedulablePods(pods);
-  const containers = containerTroubles(pods);
-  if (containers?.kind === 'fetching') {
-    const progress = await fetchProgress(pods);
-    if (progress) containers.progress = progress;
+  let containers = containerTroubles(pods);
+  const waiting = podsWaitingForVolumes(pods);
+  if (!containers && waiting.length > 0) {
+    // A volume the kubelet cannot mount (the model cache's, say): its words are in the Pod's Events.
+    const name = waiting[0]!.metadata?.name;
+    if (name) containers = mountTrouble(await kube.lastMountFailure(ref.namespace, name), waiting.length);
   }
   if (containers?.kind === 'not-ready') {
     // The probe's own words are in the kubelet's Events, not in the Pod.

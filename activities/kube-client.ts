@@ -173,6 +173,20 @@ export class KubeClient {
     }
   }
 
+  /** The kubelet's latest FailedMount message for a Pod; best effort (undefined when none or not allowed). */
+  async lastMountFailure(namespace: string, pod: string): Promise<string | undefined> {
+    try {
+      this.reads.apiserver++;
+      const events = await this.core.listNamespacedEvent({
+        namespace,
+        fieldSelector: `involvedObject.kind=Pod,involvedObject.name=${pod},reason=FailedMount`,
+      });
+      return events.items.sort((a, b) => eventTime(b) - eventTime(a))[0]?.message?.trim();
+    } catch {
+      return undefined;
+    }
+  }
+
   async read<T extends KubernetesObject>(
     apiVersion: string,
     kind: string,

@@ -3,9 +3,9 @@
 // The Deployment's status says only how many replicas are ready; the kubelet writes why the others
 // are not into each Pod: an image it cannot pull, a container that exits (or is killed for memory),
 // a readiness probe that has not passed. Read at once, these turn a ten-minute wait for the progress
-// deadline into a clear message. A model in storage has its fetch-model init container first
-// (model-source.ts): its failures are the model's, in the store's words.
-import { fetchContainerName, fetchExitCodes } from './model-source.js';
+// deadline into a clear message. A model in storage waits for its volume first: the model cache's
+// plugin says why in the kubelet's FailedMount Events, in the store's words (mountTrouble).
+import { cacheVolumeName } from './model-source.js';
 
 export interface ContainerStateView {
   waiting?: { reason?: string; message?: string };
@@ -51,18 +51,14 @@ export type ContainerTrouble =
   | { kind: 'not-ready'; pods: number; container: string; probeMessage?: string }
   /** The model's artifact cannot be had (not found, forbidden, bad credentials, no Secret, a wrong sum): a person must act. */
   | { kind: 'model-unavailable'; pods: number; container: string; message: string }
+  /** The apiserver refuses the model's Pods (the Deployment's ReplicaFailure): Pod Security, a quota, a webhook. */
+  | { kind: 'pod-refused'; pods: number; container: string; reason: string; message: string }
+  /** The node's model cache, or the namespace's share of it, cannot hold the artifact. */
+  | { kind: 'cache-full' | 'quota-exceeded'; pods: number; container: string; message: string }
   /** Fetching the artifact failed in a way that passes (5xx, throttling, a timeout): the kubelet tries again. */
-  | { kind: 'fetch-retrying'; pods: number; container: string; attempt: number; message: string }
-  /** The artifact is being fetched into the node's cache. */
-  | { kind: 'fetching'; pods: number; container: string; progress?: FetchProgress };
-
-/** What a fetcher says of its download (model-source.ts, fetchProgressPort). */
-export interface FetchProgress {
-  bytes: number;
-  total?: number;
-  /** Bytes a second, over this attempt. */
-  rate: number;
-}
+  | { kind: 'fetch-retrying'; pods: number; container: string; message: string }
+  /** The artifact is being fetched into the node's cache; `progress` is the plugin's line ("96.0 MiB of 256.0 MiB, …"). */
+  | { kind: 'fetching'; pods: number; container: string; progress?: string };
 
 const imagePullReasons: ReadonlySet<string> = new Set([
   'ErrImagePull',
@@ -82,48 +78,71 @@ type Found = { pod: PodHealthView; status: ContainerStatusView };
 
 /** The most serious trouble among the live Pods, or undefined when every container is ready or starting. */
 export function containerTroubles(pods: PodHealthView[]): ContainerTrouble | undefined {
-  const t = anyContainerTrouble(pods);
-  if (t?.container !== fetchContainerName) return t ?? fetching(pods);
-  if (t.kind === 'crash-loop' && t.exitCode === fetchExitCodes.retrying)
-    return {
-      kind: 'fetch-retrying',
-      pods: t.pods,
-      container: t.container,
-      attempt: t.restarts + 1,
-      message: t.message ?? '',
-    };
-  if (t.kind === 'crash-loop' || t.kind === 'cannot-start')
-    return {
-      kind: 'model-unavailable',
-      pods: t.pods,
-      container: t.container,
-      message:
-        ('message' in t && t.message) ||
-        `the fetcher ended with exit code ${'exitCode' in t ? t.exitCode : '?'} without saying why ` +
-          "(is --fetcher-image this operator's own image?)",
-    };
-  // An init container has no readiness: running, it is fetching.
-  return t.kind === 'not-ready' ? (fetching(pods) ?? t) : t;
+  return anyContainerTrouble(pods);
 }
 
-/** Pods whose fetch-model init container runs: the artifact is on its way. */
-function fetching(pods: PodHealthView[]): ContainerTrouble | undefined {
-  const n = pods.filter(
+/** Pods whose containers wait for the runtime to create them: their volumes are not mounted yet. */
+export function podsWaitingForVolumes(pods: PodHealthView[]): PodHealthView[] {
+  return pods.filter(
     (p) =>
       !p.metadata?.deletionTimestamp &&
-      p.status?.initContainerStatuses?.some((s) => s.name === fetchContainerName && !!s.state?.running),
-  ).length;
-  return n > 0 ? { kind: 'fetching', pods: n, container: fetchContainerName } : undefined;
+      (p.status?.containerStatuses ?? []).some((c) => c.state?.waiting?.reason === 'ContainerCreating'),
+  );
+}
+
+/**
+ * Why the model cache's volume is not mounted, from the kubelet's latest FailedMount message for a
+ * Pod: the plugin's gRPC code and its words ("rpc error: code = NotFound desc = s3://…: 404 NoSuchKey"),
+ * or the kubelet's own (a Secret it cannot read, a driver not registered on the node).
+ */
+export function mountTrouble(message: string | undefined, pods: number): ContainerTrouble | undefined {
+  if (!message?.includes(`for volume "${cacheVolumeName}"`)) return undefined;
+  const container = cacheVolumeName;
+  const rpc = /rpc error: code = (\w+) desc = ([\s\S]*)$/.exec(message);
+  if (!rpc) {
+    const said = message
+      .slice(message.indexOf(' : ') + 3)
+      .replace(/^kubernetes\.io\/csi: /, '')
+      .trim();
+    // The plugin is not running on the node (yet): an installation's trouble, which passes once it starts.
+    if (/not found in the list of registered CSI drivers/.test(said))
+      return {
+        kind: 'fetch-retrying',
+        pods,
+        container,
+        message: `the model cache is not running on the node: ${said}`,
+      };
+    return { kind: 'model-unavailable', pods, container, message: said };
+  }
+  const [, code, desc] = rpc as unknown as [string, string, string];
+  const words = desc.trim();
+  switch (code) {
+    case 'Aborted':
+      return {
+        kind: 'fetching',
+        pods,
+        container,
+        progress: /: (.*)$/.exec(words.replace(/^fetching [^\s]+ into the node's cache/, ''))?.[1],
+      };
+    case 'ResourceExhausted':
+      return words.startsWith('QuotaExceeded: ')
+        ? { kind: 'quota-exceeded', pods, container, message: words.slice('QuotaExceeded: '.length) }
+        : { kind: 'cache-full', pods, container, message: words.replace(/^CacheFull: /, '') };
+    case 'NotFound':
+    case 'PermissionDenied':
+    case 'FailedPrecondition':
+    case 'InvalidArgument':
+    case 'Unauthenticated':
+      return { kind: 'model-unavailable', pods, container, message: words };
+    default:
+      return { kind: 'fetch-retrying', pods, container, message: words };
+  }
 }
 
 function anyContainerTrouble(pods: PodHealthView[]): ContainerTrouble | undefined {
   const live = pods.filter((p) => !p.metadata?.deletionTimestamp);
   const all: Found[] = live.flatMap((pod) =>
-    [
-      // A fetcher that runs is fetching, whatever its last attempt ended with: see fetching().
-      ...(pod.status?.initContainerStatuses ?? []).filter((c) => !(c.name === fetchContainerName && c.state?.running)),
-      ...(pod.status?.containerStatuses ?? []),
-    ].map((status) => ({
+    [...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])].map((status) => ({
       pod,
       status,
     })),
@@ -206,27 +225,17 @@ export function describeTrouble(t: ContainerTrouble, details = true): string {
       return `container ${t.container} is running but not ready (${pods})${detail(t.probeMessage)}`;
     case 'model-unavailable':
       return `the model cannot be fetched (${pods})${detail(t.message)}`;
+    case 'pod-refused':
+      return `the model's pods cannot be created (${t.reason}, ${pods})${detail(t.message)}`;
+    case 'cache-full':
+      return `the node's model cache has no room for the model (${pods})${detail(t.message)}`;
+    case 'quota-exceeded':
+      return `the namespace's share of the node's model cache is used up (${pods})${detail(t.message)}`;
     case 'fetch-retrying':
-      return `fetching the model failed, retrying (attempt ${t.attempt}, ${pods})${detail(t.message)}`;
-    case 'fetching': {
-      const p = t.progress;
-      const done = p ? `: ${mib(p.bytes)}${p.total ? ` of ${mib(p.total)}` : ''}, ${mib(p.rate)}/s` : '';
-      return `fetching the model into the node's cache (${pods})${details ? done : ''}`;
-    }
+      return `fetching the model failed, retrying (${pods})${detail(t.message)}`;
+    case 'fetching':
+      return `fetching the model into the node's cache (${pods})${detail(t.progress)}`;
   }
-}
-
-const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
-
-/** A fetcher's answer read as progress, or undefined: it comes from a tenant's Pod, so numbers only. */
-export function fetchProgressOf(answer: unknown): FetchProgress | undefined {
-  const a = answer as Partial<Record<keyof FetchProgress, unknown>> | undefined;
-  const count = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? Math.round(v) : undefined);
-  const bytes = count(a?.bytes);
-  const rate = count(a?.rate);
-  const total = count(a?.total);
-  if (bytes === undefined || rate === undefined) return undefined;
-  return { bytes, rate, ...(total !== undefined ? { total } : {}) };
 }
 
 /** The Ready condition's reason for a trouble. */
@@ -236,6 +245,9 @@ export const troubleReasons: Record<ContainerTrouble['kind'], string> = {
   'cannot-start': 'ContainerCannotStart',
   'not-ready': 'ContainerNotReady',
   'model-unavailable': 'ModelUnavailable',
+  'pod-refused': 'PodsRefused',
+  'cache-full': 'CacheFull',
+  'quota-exceeded': 'QuotaExceeded',
   'fetch-retrying': 'ModelFetchRetrying',
   fetching: 'ModelFetching',
 };

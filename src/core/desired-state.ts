@@ -11,10 +11,8 @@ import {
 import { sameQuantity } from './validation.js';
 import {
   artifactName,
-  cacheFolder,
   cacheVolumeName,
-  fetchContainerName,
-  fetchProgressPort,
+  csiDriverName,
   modelLocation,
   modelMountPath,
   modelSource,
@@ -27,18 +25,12 @@ export interface BuildOptions {
   clusterDomain: string;
   /** Target average CPU utilisation (percent) for the autoscaler. */
   targetCPUUtilization: number;
-  /** The image whose fetcher (dist/src/fetcher.js) fetches a storageUri's artifact: the operator's own. */
-  fetcherImage: string;
-  /** The nodes' model cache: a folder a namespace each, which the fetcher fills and the model reads. */
-  modelCacheDir: string;
 }
 
 export const defaultBuildOptions: BuildOptions = {
   gpuResourceName: 'nvidia.com/gpu',
   clusterDomain: 'cluster.local',
   targetCPUUtilization: 80,
-  fetcherImage: 'machinemodel-operator:0.2.0',
-  modelCacheDir: '/var/lib/machinemodel-operator/models',
 };
 
 interface Endpoint {
@@ -126,30 +118,13 @@ function metadata(ref: ModelRef) {
 const restrictedPod = { runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } };
 const restrictedContainer = { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } };
 
-/** The Secret's keys the fetcher reads: the keys required (a Secret without them is reported), the rest optional. */
-const storeKeys: readonly [string, boolean][] = [
-  ['AWS_ACCESS_KEY_ID', true],
-  ['AWS_SECRET_ACCESS_KEY', true],
-  ['AWS_SESSION_TOKEN', false],
-  ['AWS_ENDPOINT_URL', false],
-  ['AWS_ENDPOINT_URL_S3', false],
-  ['AWS_REGION', false],
-  ['AWS_DEFAULT_REGION', false],
-];
-
-function storeEnv(secret: string) {
-  return storeKeys.map(([key, required]) => ({
-    name: key,
-    valueFrom: { secretKeyRef: { name: secret, key, ...(required ? {} : { optional: true }) } },
-  }));
-}
-
 /**
  * What the model's Pods need for a model in storage: the model container's environment and mounts, and
- * for an artifact to fetch, the init container that fetches it into the node's cache (once per node:
- * it finds a verified artifact there and fetches nothing) before the model starts.
+ * for an artifact to fetch, a read-only volume of the model cache's CSI driver. The node's plugin
+ * fetches, verifies and mounts it, with the Secret the kubelet hands it for that one publish: no init
+ * container, no hostPath, nothing run as root in the tenant's namespace.
  */
-function modelStorage(ref: ModelRef, source: ModelSource, secret: string | undefined, opts: BuildOptions) {
+function modelStorage(source: ModelSource, secret: string | undefined) {
   if (source.kind === 'path') return { env: [{ name: 'MODEL_PATH', value: source.path }] };
   const mount = { name: cacheVolumeName, mountPath: modelMountPath, readOnly: true };
   if (source.kind === 'pvc')
@@ -162,44 +137,25 @@ function modelStorage(ref: ModelRef, source: ModelSource, secret: string | undef
       mounts: [mount],
       volumes: [{ name: cacheVolumeName, persistentVolumeClaim: { claimName: source.claim, readOnly: true } }],
     };
-  const file = `${cacheFolder(source)}/${artifactName(source)}`;
   const location = modelLocation({ storageUri: source.uri, sha256: source.sha256 });
   return {
     env: [
-      { name: 'MODEL_PATH', value: `${modelMountPath}/${file}` },
+      { name: 'MODEL_PATH', value: `${modelMountPath}/${artifactName(source)}` },
       { name: 'STORAGE_URI', value: source.uri },
       // The revision's name for its model (the URI and its sum), which the next round reads back.
       { name: 'MODEL_SOURCE', value: location },
     ],
     mounts: [mount],
-    // The namespace's own folder: a tenant's Pods never see another namespace's artifacts.
     volumes: [
       {
         name: cacheVolumeName,
-        hostPath: { path: `${opts.modelCacheDir}/${ref.namespace}`, type: 'DirectoryOrCreate' },
-      },
-    ],
-    initContainers: [
-      {
-        name: fetchContainerName,
-        image: opts.fetcherImage,
-        args: [
-          'dist/src/fetcher.js',
-          `--uri=${source.uri}`,
-          ...(source.sha256 ? [`--sha256=${source.sha256}`] : []),
-          `--dest=/cache/${file}`,
-          `--progress-port=${fetchProgressPort}`,
-        ],
-        ports: [{ name: 'fetch-progress', containerPort: fetchProgressPort, protocol: 'TCP' }],
-        // The store's endpoint, region and credentials, read by the fetcher alone: never in the spec.
-        // Named keys only: a Secret must not set what else the fetcher's process reads (NODE_OPTIONS).
-        ...(secret ? { env: storeEnv(secret) } : {}),
-        volumeMounts: [{ name: cacheVolumeName, mountPath: '/cache' }],
-        // The kubelet makes the cache folder root's: the fetcher writes as root, with no capability.
-        securityContext: { ...restrictedContainer, runAsUser: 0, runAsNonRoot: false, readOnlyRootFilesystem: true },
-        resources: { requests: { cpu: '100m', memory: '128Mi' }, limits: { memory: '256Mi' } },
-        // Its own words only (the file it writes), never a runtime's stack trace from its log.
-        terminationMessagePolicy: 'File',
+        csi: {
+          driver: csiDriverName,
+          readOnly: true,
+          volumeAttributes: { uri: source.uri, ...(source.sha256 ? { sha256: source.sha256 } : {}) },
+          // The store's endpoint and keys: the kubelet reads the Secret and hands it to the plugin.
+          ...(secret ? { nodePublishSecretRef: { name: secret } } : {}),
+        },
       },
     ],
   };
@@ -219,7 +175,7 @@ export function buildDeployment(ref: ModelRef, spec: MachineModelSpec, opts: Bui
       ? Math.min(Math.max(liveReplicas ?? s.minReplicas, s.minReplicas), s.maxReplicas)
       : s.minReplicas);
   const gpu = s.resources.gpu > 0 ? { [opts.gpuResourceName]: String(s.resources.gpu) } : {};
-  const storage = modelStorage(ref, s.source, s.storageSecret, opts);
+  const storage = modelStorage(s.source, s.storageSecret);
   const probe =
     s.endpointType === 'REST'
       ? { httpGet: { path: '/healthz', port: e.portName } }
@@ -237,7 +193,6 @@ export function buildDeployment(ref: ModelRef, spec: MachineModelSpec, opts: Bui
           // A model server needs no Kubernetes API: no token to steal from it.
           automountServiceAccountToken: false,
           securityContext: restrictedPod,
-          ...(storage.initContainers ? { initContainers: storage.initContainers } : {}),
           ...(storage.volumes ? { volumes: storage.volumes } : {}),
           containers: [
             {

@@ -8,7 +8,7 @@ import type { MachineModelSpec } from './api.js';
 
 export type ModelSource =
   | { kind: 'path'; path: string }
-  /** Fetched into the node's cache by the Pod's fetch-model init container. */
+  /** Fetched into the node's cache by the model cache's CSI plugin, which mounts it into the Pod. */
   | { kind: 's3'; uri: string; bucket: string; key: string; sha256?: string }
   | { kind: 'https'; uri: string; sha256?: string }
   /** A volume the Pods mount as it is: nothing to fetch. */
@@ -63,37 +63,19 @@ export function isFetched(s: ModelSource): s is Extract<ModelSource, { kind: 's3
   return s.kind === 's3' || s.kind === 'https';
 }
 
-/**
- * The artifact's folder in the namespace's cache: its sum when the spec gives one (two URIs of the same
- * bytes share it, and a rollback finds it), else a name derived from the URI. The fetcher verifies the
- * sum before it names the file, so a folder named by a sum holds those bytes or nothing.
- */
-export function cacheFolder(s: Extract<ModelSource, { kind: 's3' | 'https' }>): string {
-  return s.sha256 ? `sha256-${s.sha256}` : `uri-${fnv1a64(s.uri)}`;
-}
-
-/** The artifact's file name in its folder: the URI's last segment, so a server that looks at the extension sees it. */
+/** The artifact's file name in its volume: the URI's last segment, so a server that looks at the extension sees it. */
 export function artifactName(s: Extract<ModelSource, { kind: 's3' | 'https' }>): string {
   try {
     const last = new URL(s.uri.replace(/^s3:/, 'https:')).pathname.split('/').pop() ?? '';
-    // No leading dot: the fetcher's own files (.fetch/) are hidden ones, and never an artifact's name.
+    // No leading dot: never a hidden file.
     const safe = decodeURIComponent(last)
       .replace(/[^A-Za-z0-9._-]/g, '_')
-      .replace(/^\.+/, '');
+      .replace(/^\.+/, '')
+      .slice(-200);
     return safe || 'model';
   } catch {
     return 'model';
   }
-}
-
-/** A short, stable name for a URI (not a security boundary: the folder is the namespace's own). */
-function fnv1a64(text: string): string {
-  let h = 0xcbf29ce484222325n;
-  for (const byte of new TextEncoder().encode(text)) {
-    h ^= BigInt(byte);
-    h = (h * 0x100000001b3n) & 0xffffffffffffffffn;
-  }
-  return h.toString(16).padStart(16, '0');
 }
 
 /** How a failed fetch is reported: `unavailable` needs a person (the spec, the store or its Secret); `retrying` passes by itself. */
@@ -104,17 +86,8 @@ export function fetchFailureKind(status: number): FetchFailureKind {
   return status >= 500 || status === 429 || status === 408 ? 'retrying' : 'unavailable';
 }
 
-/**
- * The fetcher's exit codes, which the operator reads from the init container's status: a failure
- * worth retrying exits 75 (EX_TEMPFAIL) and the kubelet's backoff retries it; any other is a model
- * that cannot be had until a person acts.
- */
-export const fetchExitCodes = { retrying: 75, unavailable: 1 } as const;
-
-/** The name of the init container that fetches the artifact, and of the cache volume. */
-export const fetchContainerName = 'fetch-model';
+/** The model cache's CSI driver (the plugin's registered name) and the Pods' volume of it. */
+export const csiDriverName = 'model-cache.stable.example.com';
 export const cacheVolumeName = 'model-cache';
-/** The fetcher's progress answers on this port of its Pod (GET /progress), which the operator reads while it fetches. */
-export const fetchProgressPort = 9090;
-/** Where the model container finds the namespace's cache (read-only). */
+/** Where the model container finds its artifact (read-only). */
 export const modelMountPath = '/mnt/models';

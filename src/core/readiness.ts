@@ -53,6 +53,17 @@ export function readinessOf(d: DeploymentView | undefined, hpa?: AutoscalerView)
     observedLatest: (d.status?.observedGeneration ?? 0) >= (d.metadata?.generation ?? 0),
     available: available ? summary(available) : undefined,
   };
+  // The ReplicaSet cannot create Pods (Pod Security, a ResourceQuota, a LimitRange, a webhook): in the
+  // apiserver's words, which the Deployment copies from its ReplicaSet.
+  const refused = d.status?.conditions?.find((c) => c.type === 'ReplicaFailure' && c.status === 'True');
+  if (refused)
+    readiness.containers = {
+      kind: 'pod-refused',
+      pods: Math.max(readiness.desiredReplicas - readiness.replicas, 1),
+      container: '',
+      reason: refused.reason ?? 'FailedCreate',
+      message: refused.message ?? '',
+    };
   if (hpa) {
     const active = hpa.status?.conditions?.find((c) => c.type === 'ScalingActive');
     readiness.autoscaler = active ? { scalingActive: summary(active) } : {};

@@ -3,6 +3,7 @@
 import { isModelController, labels, resyncAnnotation } from '../core/api.js';
 import { troubleFingerprint, type PodHealthView } from '../core/container-troubles.js';
 import { unschedulablePods } from '../core/pod-scheduling.js';
+import { cacheVolumeName } from '../core/model-source.js';
 import type { RolloutStatus } from '../core/readiness.js';
 import type { ReconcileHint } from '../../workflows/definitions.js';
 
@@ -27,7 +28,11 @@ export interface WatchedObject {
   status?: RolloutStatus;
 }
 
-/** What of a kubelet's `Unhealthy` Event about a Pod the filter reads. */
+/** A probe that failed, or the model cache's volume that the kubelet could not mount: news for the model. */
+const wakesModel = (message: string | undefined) =>
+  !!message && (message.startsWith('Readiness probe failed') || message.includes(`for volume "${cacheVolumeName}"`));
+
+/** What of a kubelet's `Unhealthy` or `FailedMount` Event about a Pod the filter reads. */
 export interface ProbeEventView {
   metadata?: { name?: string; namespace?: string; resourceVersion?: string };
   message?: string;
@@ -190,7 +195,7 @@ export class ChangeFilter {
       return undefined;
     }
     if (!model || !this.models.has(`${model.namespace}/${model.name}`)) return undefined;
-    if (!event.message?.startsWith('Readiness probe failed') || this.seen.get(id) === event.message) return undefined;
+    if (!event.message || !wakesModel(event.message) || this.seen.get(id) === event.message) return undefined;
     this.seen.set(id, event.message);
     return {
       ...model,

@@ -157,6 +157,15 @@ const probeEventSource: SourceSpec = {
   },
 };
 
+/**
+ * The kubelet's FailedMount Events about Pods: a volume the model cache cannot mount yet (fetching,
+ * refused by the store, the cache full) changes nothing in the Pod either. Optional, like the probes'.
+ */
+const mountEventSource: SourceSpec = {
+  ...probeEventSource,
+  fieldSelector: 'involvedObject.kind=Pod,reason=FailedMount',
+};
+
 const httpRoutes: SourceSpec = {
   kind: 'HTTPRoute',
   apiVersion: 'gateway.networking.k8s.io/v1',
@@ -440,7 +449,7 @@ export class Informer {
       scope,
       sources: main,
       pods,
-      probeEvents: namespaces.map((ns) => source(probeEventSource, ns)),
+      probeEvents: [probeEventSource, mountEventSource].flatMap((spec) => namespaces.map((ns) => source(spec, ns))),
       cached: [...main, ...pods],
       namespaces: source(namespaceSource, undefined),
     };

@@ -320,19 +320,6 @@ function operatorCommand(): Command {
         .default(defaultBuildOptions.clusterDomain),
     )
     .addOption(
-      new Option(
-        '--fetcher-image <image>',
-        "the image whose fetcher fetches a storageUri's model into the node's cache: the operator's own",
-      )
-        .env('MMO_FETCHER_IMAGE')
-        .default(defaultBuildOptions.fetcherImage),
-    )
-    .addOption(
-      new Option('--model-cache-dir <path>', "the nodes' model cache (a folder a namespace each), mounted by hostPath")
-        .env('MMO_MODEL_CACHE_DIR')
-        .default(defaultBuildOptions.modelCacheDir),
-    )
-    .addOption(
       new Option('--progress-deadline <seconds>', 'not Ready this long -> Failed (ProgressDeadlineExceeded)')
         .env('MMO_PROGRESS_DEADLINE_SECONDS')
         .argParser(wholeNumber('--progress-deadline'))
@@ -479,8 +466,6 @@ export function parseOperatorConfig(argv: string[]): OperatorConfig {
         stickyQueueTimeout: number;
         gpuResourceName: string;
         clusterDomain: string;
-        fetcherImage: string;
-        modelCacheDir: string;
         progressDeadline: number;
         driftCheck: number;
         readinessRecheck: number;
@@ -517,8 +502,6 @@ export function parseOperatorConfig(argv: string[]): OperatorConfig {
       ...defaultBuildOptions,
       gpuResourceName: o.gpuResourceName,
       clusterDomain: o.clusterDomain,
-      fetcherImage: o.fetcherImage,
-      modelCacheDir: o.modelCacheDir,
     },
     workflow: {
       progressDeadlineSeconds: o.progressDeadline,

@@ -2,11 +2,13 @@ import { describe, expect, it } from 'vitest';
 import {
   containerTroubles,
   describeTrouble,
-  fetchProgressOf,
+  mountTrouble,
+  podsWaitingForVolumes,
   troubleFingerprint,
   type ContainerStatusView,
   type PodHealthView,
 } from '../../src/core/container-troubles.js';
+import { readinessOf } from '../../src/core/readiness.js';
 import { computeStatus } from '../../src/core/status.js';
 import { readiness } from '../support/readiness.js';
 
@@ -126,21 +128,16 @@ describe('status of a model whose containers cannot run', () => {
   });
 });
 
-describe('the fetch-model init container of a model in storage', () => {
-  const modelWaiting = {
-    name: 'model',
-    ready: false,
-    restartCount: 0,
-    state: { waiting: { reason: 'PodInitializing' } },
-  };
-  const fetchPod = (fetch: Partial<ContainerStatusView>): PodHealthView => ({
+describe("a model in storage whose volume the model cache's plugin cannot mount yet", () => {
+  // The kubelet's FailedMount messages, as 1.36 writes them (operation_generator.go, csi_mounter.go).
+  const failed = (suffix: string) => `MountVolume.SetUp failed for volume "model-cache" : ${suffix}`;
+  const creating: PodHealthView = {
     metadata: { name: 'p' },
     spec: { containers: [{ name: 'model' }] },
     status: {
-      initContainerStatuses: [{ name: 'fetch-model', ready: false, restartCount: 0, ...fetch }],
-      containerStatuses: [modelWaiting],
+      containerStatuses: [{ name: 'model', ready: false, state: { waiting: { reason: 'ContainerCreating' } } }],
     },
-  });
+  };
   const status = (containers: ReturnType<typeof containerTroubles>) =>
     computeStatus(undefined, {
       generation: 1,
@@ -150,81 +147,128 @@ describe('the fetch-model init container of a model in storage', () => {
     });
   const condition = (s: ReturnType<typeof status>, type: string) => s.conditions?.find((c) => c.type === type);
 
-  it("is Failed and Stalled as ModelUnavailable, in the store's words, for a refused fetch", () => {
-    const refused = fetchPod({
-      restartCount: 1,
-      state: { waiting: { reason: 'CrashLoopBackOff' } },
-      lastState: { terminated: { reason: 'Error', exitCode: 1, message: 's3://models/x: 404 NoSuchKey: not found' } },
-    });
-    const t = containerTroubles([refused]);
+  it('finds the Pods whose containers wait for their volumes', () => {
+    expect(podsWaitingForVolumes([creating, { ...creating, metadata: { deletionTimestamp: 't' } }])).toEqual([
+      creating,
+    ]);
+    expect(containerTroubles([creating])).toBeUndefined();
+  });
+
+  it("is Failed and Stalled as ModelUnavailable, in the store's words, for a refused object", () => {
+    const t = mountTrouble(
+      failed('rpc error: code = NotFound desc = s3://models/x: 404 NoSuchKey: The specified key does not exist.'),
+      1,
+    );
     expect(t).toEqual({
       kind: 'model-unavailable',
       pods: 1,
-      container: 'fetch-model',
-      message: 's3://models/x: 404 NoSuchKey: not found',
+      container: 'model-cache',
+      message: 's3://models/x: 404 NoSuchKey: The specified key does not exist.',
     });
     const s = status(t);
     expect(s.phase).toBe('Failed');
     expect(condition(s, 'Ready')).toMatchObject({ status: 'False', reason: 'ModelUnavailable' });
-    expect(condition(s, 'Ready')?.message).toContain('404 NoSuchKey');
     expect(condition(s, 'Stalled')).toMatchObject({ status: 'True', reason: 'ModelUnavailable' });
+    for (const code of ['PermissionDenied', 'FailedPrecondition', 'InvalidArgument'])
+      expect(mountTrouble(failed(`rpc error: code = ${code} desc = no`), 1)?.kind).toBe('model-unavailable');
   });
 
-  it('is ModelUnavailable for a missing Secret (the kubelet cannot start the fetcher)', () => {
-    const t = containerTroubles([
-      fetchPod({ state: { waiting: { reason: 'CreateContainerConfigError', message: 'secret "store" not found' } } }),
-    ]);
-    expect(t).toMatchObject({ kind: 'model-unavailable', message: 'secret "store" not found' });
+  it('is ModelUnavailable for a Secret the kubelet cannot find, in its words', () => {
+    const t = mountTrouble(
+      failed(
+        'kubernetes.io/csi: failed to find the secret store in the namespace t1 with error: secrets "store" not found',
+      ),
+      2,
+    );
+    expect(t).toMatchObject({ kind: 'model-unavailable', pods: 2 });
+    expect(describeTrouble(t!)).toContain('secrets "store" not found');
   });
 
-  it('is Reconciling, not Failed, with the attempt and the last error, for a fetch that will be retried', () => {
-    const t = containerTroubles([
-      fetchPod({
-        restartCount: 2,
-        state: { waiting: { reason: 'CrashLoopBackOff' } },
-        lastState: { terminated: { reason: 'Error', exitCode: 75, message: 's3://models/x: 503 SlowDown' } },
-      }),
-    ]);
+  it('says CacheFull and QuotaExceeded as their own reasons, and both need a person', () => {
+    const full = mountTrouble(
+      failed(
+        "rpc error: code = ResourceExhausted desc = CacheFull: s3://m/x: the node's model cache (1.0 MiB) cannot hold",
+      ),
+      1,
+    );
+    expect(full?.kind).toBe('cache-full');
+    expect(condition(status(full), 'Ready')).toMatchObject({ reason: 'CacheFull' });
+    const quota = mountTrouble(
+      failed('rpc error: code = ResourceExhausted desc = QuotaExceeded: namespace t1 may hold 1.0 MiB'),
+      1,
+    );
+    expect(quota).toMatchObject({ kind: 'quota-exceeded', message: 'namespace t1 may hold 1.0 MiB' });
+    expect(status(quota).phase).toBe('Failed');
+  });
+
+  it('is Reconciling, not Failed, for a store that will be asked again (5xx, throttling, no plugin yet)', () => {
+    const t = mountTrouble(failed('rpc error: code = Unavailable desc = s3://models/x: 503 SlowDown'), 1);
     expect(t).toEqual({
       kind: 'fetch-retrying',
       pods: 1,
-      container: 'fetch-model',
-      attempt: 3,
+      container: 'model-cache',
       message: 's3://models/x: 503 SlowDown',
     });
     const s = status(t);
     expect(s.phase).not.toBe('Failed');
-    expect(condition(s, 'Stalled')?.status).not.toBe('True');
     expect(condition(s, 'Reconciling')).toMatchObject({ status: 'True' });
-    expect(describeTrouble(t!)).toContain('attempt 3');
+    expect(
+      mountTrouble(
+        failed(
+          'kubernetes.io/csi: mounter.SetUpAt failed to get CSI client: driver name model-cache.stable.example.com not found in the list of registered CSI drivers',
+        ),
+        1,
+      )?.kind,
+    ).toBe('fetch-retrying');
   });
 
-  it('says the model is being fetched while a fetcher runs again after a refusal (the kubelet retried it)', () => {
-    const t = containerTroubles([
-      fetchPod({
-        restartCount: 1,
-        state: { running: { startedAt: 't' } },
-        lastState: { terminated: { reason: 'Error', exitCode: 1, message: 's3://models/x: 403 AccessDenied' } },
-      }),
-    ]);
-    expect(t).toEqual({ kind: 'fetching', pods: 1, container: 'fetch-model' });
-  });
-
-  it('says the model is being fetched while the fetcher runs', () => {
-    const t = containerTroubles([fetchPod({ state: { running: { startedAt: 't' } } })]);
-    expect(t).toEqual({ kind: 'fetching', pods: 1, container: 'fetch-model' });
+  it("shows the plugin's progress while it fetches", () => {
+    const t = mountTrouble(
+      failed(
+        "rpc error: code = Aborted desc = fetching s3://models/x into the node's cache: 64.0 MiB of 256.0 MiB, 16.0 MiB/s",
+      ),
+      1,
+    );
+    expect(t).toEqual({
+      kind: 'fetching',
+      pods: 1,
+      container: 'model-cache',
+      progress: '64.0 MiB of 256.0 MiB, 16.0 MiB/s',
+    });
+    expect(describeTrouble(t!)).toBe(
+      "fetching the model into the node's cache (1 pod): 64.0 MiB of 256.0 MiB, 16.0 MiB/s",
+    );
     expect(status(t).phase).not.toBe('Failed');
   });
 
-  it("shows the fetcher's progress, and takes only numbers from its answer (a tenant's Pod)", () => {
-    const progress = fetchProgressOf({ bytes: 64 * 2 ** 20, total: 256 * 2 ** 20, rate: 16 * 2 ** 20, extra: 'x' });
-    expect(progress).toEqual({ bytes: 64 * 2 ** 20, total: 256 * 2 ** 20, rate: 16 * 2 ** 20 });
-    expect(describeTrouble({ kind: 'fetching', pods: 1, container: 'fetch-model', progress })).toBe(
-      "fetching the model into the node's cache (1 pod): 64.0 MiB of 256.0 MiB, 16.0 MiB/s",
-    );
-    expect(fetchProgressOf({ bytes: '1e9', rate: 1 })).toBeUndefined();
-    expect(fetchProgressOf({ bytes: -1, rate: 1 })).toBeUndefined();
-    expect(fetchProgressOf('<script>')).toBeUndefined();
-    expect(fetchProgressOf({ bytes: 1, rate: 2, total: 'lots' })).toEqual({ bytes: 1, rate: 2 });
+  it("ignores another volume's mount failures", () => {
+    expect(mountTrouble('MountVolume.SetUp failed for volume "config" : configmap "x" not found', 1)).toBeUndefined();
+    expect(mountTrouble(undefined, 1)).toBeUndefined();
+  });
+});
+
+describe('Pods the apiserver refuses to create', () => {
+  it("is Failed with the apiserver's words from the Deployment's ReplicaFailure condition", () => {
+    const r = readinessOf({
+      spec: { replicas: 1 },
+      status: {
+        replicas: 0,
+        conditions: [
+          {
+            type: 'ReplicaFailure',
+            status: 'True',
+            reason: 'FailedCreate',
+            message:
+              'pods "m-1" is forbidden: violates PodSecurity "restricted:latest": allowPrivilegeEscalation != false',
+          },
+        ],
+      },
+    });
+    expect(r.containers).toMatchObject({ kind: 'pod-refused', pods: 1, reason: 'FailedCreate' });
+    const s = computeStatus(undefined, { generation: 1, verdict: { kind: 'progressing' }, readiness: r, now: 't' });
+    expect(s.phase).toBe('Failed');
+    const ready = s.conditions?.find((c) => c.type === 'Ready');
+    expect(ready).toMatchObject({ status: 'False', reason: 'PodsRefused' });
+    expect(ready?.message).toContain('violates PodSecurity');
   });
 });

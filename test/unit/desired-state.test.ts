@@ -164,39 +164,27 @@ describe('desired state of a model in storage', () => {
   const sum = 'cd'.repeat(32);
   const stored = { ...spec, modelPath: undefined, storageUri: 's3://models/digits/v1/digits.joblib', sha256: sum };
 
-  it("fetches into the namespace's own cache folder before the model starts, and mounts it read-only", () => {
+  it("mounts the artifact as a read-only volume of the model cache's CSI driver: no init container, no hostPath, no root", () => {
     const pod = buildDeployment(ref, { ...stored, storageSecret: 'store' }, defaultBuildOptions).spec.template.spec;
     expect(pod.volumes).toEqual([
       {
         name: 'model-cache',
-        hostPath: { path: '/var/lib/machinemodel-operator/models/ml', type: 'DirectoryOrCreate' },
+        csi: {
+          driver: 'model-cache.stable.example.com',
+          readOnly: true,
+          volumeAttributes: { uri: 's3://models/digits/v1/digits.joblib', sha256: sum },
+          // The kubelet reads the Secret and hands it to the node's plugin: the operator never does.
+          nodePublishSecretRef: { name: 'store' },
+        },
       },
     ]);
-    const fetch = pod.initContainers![0]!;
-    expect(fetch.name).toBe('fetch-model');
-    expect(fetch.image).toBe(defaultBuildOptions.fetcherImage);
-    expect(fetch.args).toEqual([
-      'dist/src/fetcher.js',
-      '--uri=s3://models/digits/v1/digits.joblib',
-      `--sha256=${sum}`,
-      `--dest=/cache/sha256-${sum}/digits.joblib`,
-      '--progress-port=9090',
-    ]);
-    // The Secret's values reach the fetcher alone, by reference: never the model container, never the spec.
-    expect(fetch.env).toContainEqual({
-      name: 'AWS_SECRET_ACCESS_KEY',
-      valueFrom: { secretKeyRef: { name: 'store', key: 'AWS_SECRET_ACCESS_KEY' } },
-    });
-    expect(fetch.env).toContainEqual({
-      name: 'AWS_ENDPOINT_URL',
-      valueFrom: { secretKeyRef: { name: 'store', key: 'AWS_ENDPOINT_URL', optional: true } },
-    });
-    // Named keys only: the Secret cannot set the fetcher's NODE_OPTIONS or LD_PRELOAD (it runs as root).
-    expect(fetch).not.toHaveProperty('envFrom');
-    expect(fetch.env!.every((e) => e.name.startsWith('AWS_'))).toBe(true);
+    expect(pod).not.toHaveProperty('initContainers');
+    expect(JSON.stringify(pod)).not.toContain('hostPath');
+    expect(JSON.stringify(pod)).not.toContain('runAsUser');
+    expect(pod.securityContext).toEqual({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
     const model = pod.containers[0]!;
     expect(JSON.stringify(model)).not.toContain('store');
-    expect(model.env).toContainEqual({ name: 'MODEL_PATH', value: `/mnt/models/sha256-${sum}/digits.joblib` });
+    expect(model.env).toContainEqual({ name: 'MODEL_PATH', value: '/mnt/models/digits.joblib' });
     expect(model.env).toContainEqual({ name: 'STORAGE_URI', value: 's3://models/digits/v1/digits.joblib' });
     expect(model.env).toContainEqual({
       name: 'MODEL_SOURCE',
@@ -205,13 +193,25 @@ describe('desired state of a model in storage', () => {
     expect(model.volumeMounts).toEqual([{ name: 'model-cache', mountPath: '/mnt/models', readOnly: true }]);
   });
 
+  it('asks anonymously without a storageSecret, and leaves the sum out without one', () => {
+    const pod = buildDeployment(ref, { ...stored, sha256: undefined }, defaultBuildOptions).spec.template.spec;
+    expect(pod.volumes![0]).toEqual({
+      name: 'model-cache',
+      csi: {
+        driver: 'model-cache.stable.example.com',
+        readOnly: true,
+        volumeAttributes: { uri: 's3://models/digits/v1/digits.joblib' },
+      },
+    });
+  });
+
   it('mounts a pvc:// claim as it is, with nothing to fetch', () => {
     const pod = buildDeployment(
       ref,
       { ...spec, modelPath: undefined, storageUri: 'pvc://weights/team/digits.joblib' },
       defaultBuildOptions,
     ).spec.template.spec;
-    expect(pod.initContainers).toBeUndefined();
+    expect(pod).not.toHaveProperty('initContainers');
     expect(pod.volumes).toEqual([
       { name: 'model-cache', persistentVolumeClaim: { claimName: 'weights', readOnly: true } },
     ]);
@@ -226,7 +226,9 @@ describe('desired state of a model in storage', () => {
       1,
       defaultBuildOptions,
     );
-    expect(canary.spec.template.spec.initContainers![0]!.args).toContain('--uri=s3://models/digits/v2/digits.joblib');
+    expect(canary.spec.template.spec.volumes![0]).toMatchObject({
+      csi: { volumeAttributes: { uri: 's3://models/digits/v2/digits.joblib' } },
+    });
     expect(canary.spec.template.spec.containers[0]!.env).toContainEqual({
       name: 'MODEL_SOURCE',
       value: 's3://models/digits/v2/digits.joblib',
@@ -238,15 +240,5 @@ describe('desired state of a model in storage', () => {
     expect(pod).not.toHaveProperty('volumes');
     expect(pod).not.toHaveProperty('initContainers');
     expect(pod.containers[0]!.env[0]).toEqual({ name: 'MODEL_PATH', value: spec.modelPath });
-  });
-});
-
-describe('the fetcher image', () => {
-  it("is the image the operator's Deployment runs, so that the fetcher is the operator's own version", () => {
-    const deployment = readFileSync(
-      fileURLToPath(new URL('../../deploy/operator/deployment.yaml', import.meta.url)),
-      'utf8',
-    );
-    expect(deployment).toContain(`image: ${defaultBuildOptions.fetcherImage}\n`);
   });
 });

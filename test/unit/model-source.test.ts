@@ -1,11 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import {
-  artifactName,
-  cacheFolder,
-  fetchFailureKind,
-  modelLocation,
-  modelSource,
-} from '../../src/core/model-source.js';
+import { artifactName, fetchFailureKind, modelLocation, modelSource } from '../../src/core/model-source.js';
 import { deployedRevision, revisionName, revisionOf, sameRevision, stableRevisionFor } from '../../src/core/rollout.js';
 import { buildDeployment, defaultBuildOptions } from '../../src/core/desired-state.js';
 import { validateSpec } from '../../src/core/validation.js';
@@ -79,19 +73,18 @@ describe('a model source and its location', () => {
     ).toEqual({ image: 'r/m:1', modelPath: 's3://models/m' });
   });
 
-  it("keeps artifacts apart in the cache: by sum when given, else by URI; the file keeps the URI's name", () => {
+  it('names the mounted file as the URI does, never hidden, never longer than a file name may be', () => {
     const a = modelSource(`s3://models/a/digits.joblib@sha256:${sum}`);
-    const b = modelSource('s3://models/b/digits.joblib');
-    const c = modelSource('s3://models/c/digits.joblib');
-    if (a.kind !== 's3' || b.kind !== 's3' || c.kind !== 's3') throw new Error('not s3');
-    expect(cacheFolder(a)).toBe(`sha256-${sum}`);
-    expect(cacheFolder(b)).not.toBe(cacheFolder(c));
-    expect(cacheFolder(b)).toMatch(/^uri-[0-9a-f]{16}$/);
+    if (a.kind !== 's3') throw new Error('not s3');
     expect(artifactName(a)).toBe('digits.joblib');
+    const long = modelSource(`s3://models/a/${'x'.repeat(300)}.joblib`);
+    if (long.kind !== 's3') throw new Error('not s3');
+    expect(artifactName(long)).toHaveLength(200);
+    expect(artifactName(long).endsWith('.joblib')).toBe(true);
     const odd = modelSource('https://example.com/%2E%2E');
     if (odd.kind !== 'https') throw new Error('not https');
     expect(artifactName(odd)).toBe('model');
-    // No leading dot: the fetcher's own files are in the hidden .fetch/ beside the artifacts.
+    // No leading dot: never a hidden file.
     const hidden = modelSource('s3://models/a/.fetch');
     if (hidden.kind !== 's3') throw new Error('not s3');
     expect(artifactName(hidden)).toBe('fetch');

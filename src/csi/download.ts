@@ -1,24 +1,26 @@
-// Fetches an artifact into the node's cache, resuming what an earlier attempt left. The fetcher's own
-// files live in the folder's hidden `.fetch/` (no artifact name starts with a dot): the bytes arrive
-// in `<name>.part` (kept across a killed Pod) and continue from its size with a Range request, but
-// only while the store still has the object they came from (If-Range with its ETag). Before the part
-// is renamed to the file the model reads, its size is checked, it is flushed to disk, and with a sum
-// the bytes on disk are hashed: a mismatch deletes the part, so the bytes are never served.
+// Fetches an artifact into a part file of the node's cache, resuming what an earlier attempt left: the
+// bytes continue from the part's size with a Range request, but only while the store still has the
+// object they came from (If-Range with its ETag). Every byte past what the cache granted is asked for
+// first (`admit`), so a store that streams without end fills nothing. Once whole, the part's size is
+// checked, it is flushed to disk and its bytes are hashed: a sum that differs from the spec's deletes
+// the part, so those bytes are never served. The caller names the verified part as an entry.
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
-import path from 'node:path';
+import { open, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { pipeline } from 'node:stream/promises';
 import { Transform } from 'node:stream';
 import { request } from 'undici';
-import { fetchFailureKind, type FetchFailureKind, type ModelSource } from '../core/model-source.js';
-import { takeLock, type CacheLock } from './cache-lock.js';
-import { storeMessage, storeRequest } from './store-request.js';
+import { fetchFailureKind, type ModelSource } from '../core/model-source.js';
+import type { Refusal } from '../core/model-cache.js';
+import { storeMessage, storeRequest, type StoreEnv } from './store-request.js';
+
+/** unavailable: a person must act; retrying: passes by itself; refused: the cache or the quota cannot take it. */
+export type FailureKind = 'unavailable' | 'retrying' | Refusal['reason'];
 
 export class FetchFailure extends Error {
   override name = 'FetchFailure';
   constructor(
-    readonly kind: FetchFailureKind,
+    readonly kind: FailureKind,
     message: string,
   ) {
     super(message);
@@ -27,27 +29,29 @@ export class FetchFailure extends Error {
 
 export interface FetchOptions {
   source: Extract<ModelSource, { kind: 's3' | 'https' }>;
-  dest: string;
-  env: NodeJS.ProcessEnv;
-  log: (line: Record<string, unknown>) => void;
-  /** How often progress is logged. */
+  /** The part file the bytes arrive in; `<part>.etag` keeps the object's ETag for a resume. */
+  part: string;
+  env: StoreEnv;
+  /** Asked before the part grows to `bytes` (the whole size when the store said it): a refusal stops the fetch. */
+  admit: (bytes: number) => Refusal | undefined;
+  /** How far it has come, as often as `progressEveryMs`. */
+  progress: (p: { bytes: number; total?: number; rate: number; resumed: number }) => void;
   progressEveryMs?: number;
-  lockStaleMs?: number;
+  /** How many bytes the cache is asked for at a time when the size is unknown. */
+  admitStep?: number;
 }
 
 export interface FetchResult {
-  /** Bytes this attempt received from the store: 0 when the node had the artifact. */
+  /** Bytes this attempt received from the store. */
   fetched: number;
   /** Bytes an earlier attempt had left, resumed from. */
   resumed: number;
   size: number;
+  sha256: string;
+  /** The object's ETag as the store sent it ('' when none). */
+  etag: string;
 }
 
-const exists = (p: string) =>
-  stat(p).then(
-    () => true,
-    () => false,
-  );
 const sizeOf = (p: string) =>
   stat(p).then(
     (s) => s.size,
@@ -57,33 +61,6 @@ const sizeOf = (p: string) =>
 /** The URI as messages show it: a query (a presigned URL's signature) left out. */
 export const shown = (uri: string) => uri.replace(/\?.*$/, '?…');
 
-/** Where the fetcher keeps its own files for `dest`. */
-function workFiles(dest: string) {
-  const work = path.join(path.dirname(dest), '.fetch');
-  const base = path.join(work, path.basename(dest));
-  return { work, part: `${base}.part`, etag: `${base}.etag`, lock: `${base}.lock` };
-}
-
-export async function fetchArtifact(o: FetchOptions): Promise<FetchResult> {
-  const files = workFiles(o.dest);
-  await mkdir(files.work, { recursive: true });
-  const done = () => exists(o.dest);
-  const lock = await takeLock(files.lock, { staleMs: o.lockStaleMs ?? 20_000, done, log: o.log });
-  if (!lock) {
-    o.log({ msg: 'the artifact is in the node cache', fetched: 0 });
-    return { fetched: 0, resumed: 0, size: await sizeOf(o.dest) };
-  }
-  try {
-    if (await done()) {
-      o.log({ msg: 'the artifact is in the node cache', fetched: 0 });
-      return { fetched: 0, resumed: 0, size: await sizeOf(o.dest) };
-    }
-    return await fetchLocked(o, files, lock);
-  } finally {
-    await lock.release();
-  }
-}
-
 /** A Content-Range header read: "bytes 100-199/200" gives start and total, "bytes '*'/200" the total alone. */
 function contentRange(header: unknown): { start?: number; total?: number } {
   const m = /^bytes (?:(\d+)-\d+|\*)\/(\d+|\*)$/.exec(typeof header === 'string' ? header.trim() : '');
@@ -91,16 +68,20 @@ function contentRange(header: unknown): { start?: number; total?: number } {
   return { start: m[1] === undefined ? undefined : Number(m[1]), total: m[2] === '*' ? undefined : Number(m[2]) };
 }
 
-async function startOver(files: ReturnType<typeof workFiles>): Promise<void> {
+interface PartFiles {
+  part: string;
+  etag: string;
+}
+
+async function startOver(files: PartFiles): Promise<void> {
   await rm(files.part, { force: true });
   await rm(files.etag, { force: true });
 }
 
-async function fetchLocked(
-  { source, dest, env, log, progressEveryMs = 2_000 }: FetchOptions,
-  files: ReturnType<typeof workFiles>,
-  lock: CacheLock,
-): Promise<FetchResult> {
+/** Fetches the artifact into its part, verified: the caller owns the part (one fetch per object at a time). */
+export async function fetchArtifact(o: FetchOptions): Promise<FetchResult> {
+  const { source, env, admit, progressEveryMs = 2_000, admitStep = 16 * 2 ** 20 } = o;
+  const files = { part: o.part, etag: `${o.part}.etag` };
   const uri = shown(source.uri);
   const etag = await readFile(files.etag, 'utf8').catch(() => '');
   // A part is resumed only with the ETag of the object it came from: without one it cannot be checked.
@@ -120,7 +101,7 @@ async function fetchLocked(
   if (res.statusCode === 416 && offset > 0) {
     await res.body.dump();
     // Whole already (an attempt stopped after the last byte), if the store says the object is that long.
-    if (range.total === offset) return finish({ source, dest, files, lock, fetched: 0, resumed: offset, log });
+    if (range.total === offset) return finish({ source, files, fetched: 0, resumed: offset, etag });
     await startOver(files);
     throw new FetchFailure(
       'retrying',
@@ -137,15 +118,20 @@ async function fetchLocked(
     await startOver(files);
     throw new FetchFailure('retrying', `${uri}: the store resumed at another place or object; starting over`);
   }
-  if (res.statusCode === 200 && offset > 0) {
-    log({ msg: 'the store sent the whole artifact (it changed, or ignores ranges): starting over', dropped: offset });
-    offset = 0;
-  }
+  // The store sent the whole artifact (it changed, or ignores ranges): start over.
+  if (res.statusCode === 200 && offset > 0) offset = 0;
   if (newEtag) await writeFile(files.etag, newEtag);
   else await rm(files.etag, { force: true });
   const length = Number(res.headers['content-length'] ?? NaN);
   const total = Number.isFinite(length) ? offset + length : undefined;
   const resumed = offset;
+  const refusal = admit(total ?? offset + admitStep);
+  if (refusal) {
+    res.body.destroy();
+    await startOver(files);
+    throw new FetchFailure(refusal.reason, `${uri}: ${refusal.message}`);
+  }
+  let granted = total ?? offset + admitStep;
   let received = 0;
   const started = Date.now();
   let lastLog = 0;
@@ -154,12 +140,21 @@ async function fetchLocked(
     if (!force && now - lastLog < progressEveryMs) return;
     lastLog = now;
     const seconds = Math.max((now - started) / 1000, 0.001);
-    log({ msg: 'fetching', bytes: resumed + received, total, rate: Math.round(received / seconds), resumed });
+    o.progress({ bytes: resumed + received, total, rate: Math.round(received / seconds), resumed });
   };
-  if (resumed > 0) log({ msg: 'resuming a part an earlier attempt left', resumed, total });
   const count = new Transform({
     transform(chunk: Buffer, _enc, callback) {
       received += chunk.length;
+      // Past what the cache granted: more is asked for, or the fetch stops here (a store that lies
+      // about its length, or streams without end).
+      if (resumed + received > granted) {
+        granted = Math.max(resumed + received, granted + admitStep);
+        const more = total === undefined ? admit(granted) : { reason: 'CacheFull' as const, message: '' };
+        if (more)
+          return callback(
+            new FetchFailure(more.reason, more.message || `the store sent more than the ${total} bytes it announced`),
+          );
+      }
       progress();
       callback(null, chunk);
     },
@@ -167,6 +162,10 @@ async function fetchLocked(
   try {
     await pipeline(res.body, count, createWriteStream(files.part, { flags: offset > 0 ? 'a' : 'w' }));
   } catch (err) {
+    if (err instanceof FetchFailure) {
+      await startOver(files);
+      throw new FetchFailure(err.kind, `${uri}: ${err.message}`);
+    }
     throw new FetchFailure(
       'retrying',
       `${uri}: the download broke off after ${resumed + received} bytes: ${(err as Error).message}`,
@@ -175,7 +174,7 @@ async function fetchLocked(
   progress(true);
   if (total !== undefined && resumed + received !== total)
     throw new FetchFailure('retrying', `${uri}: the store sent ${resumed + received} of ${total} bytes`);
-  return finish({ source, dest, files, lock, fetched: received, resumed, log });
+  return finish({ source, files, fetched: received, resumed, etag: newEtag });
 }
 
 async function sha256Of(file: string): Promise<string> {
@@ -186,17 +185,14 @@ async function sha256Of(file: string): Promise<string> {
 
 async function finish(f: {
   source: FetchOptions['source'];
-  dest: string;
-  files: ReturnType<typeof workFiles>;
-  lock: CacheLock;
+  files: PartFiles;
   fetched: number;
   resumed: number;
-  log: FetchOptions['log'];
+  etag: string;
 }): Promise<FetchResult> {
   const uri = shown(f.source.uri);
   const size = await sizeOf(f.files.part);
   if (size !== f.resumed + f.fetched) {
-    // Another writer was here (a holder that lost its lock): nothing of this part can be trusted.
     await startOver(f.files);
     throw new FetchFailure(
       'retrying',
@@ -214,9 +210,6 @@ async function finish(f: {
       `${uri}: checksum mismatch: spec.sha256 is ${f.source.sha256}, the artifact's is ${sum}`,
     );
   }
-  if (!(await f.lock.stillMine())) throw new FetchFailure('retrying', `${uri}: another fetcher took the lock over`);
-  await rename(f.files.part, f.dest);
   await rm(f.files.etag, { force: true });
-  f.log({ msg: 'fetched and verified', fetched: f.fetched, resumed: f.resumed, size, sha256: sum });
-  return { fetched: f.fetched, resumed: f.resumed, size };
+  return { fetched: f.fetched, resumed: f.resumed, size, sha256: sum, etag: f.etag };
 }

@@ -1,0 +1,166 @@
+// The CSI Identity and Node services of the model cache: ephemeral inline volumes only. A publish
+// reads the volume's attributes (uri, sha256) and the Pod's namespace, asks the store with the Pod's
+// own Secret whether it serves the object, finds or fetches the verified entry, and binds it
+// read-only at the kubelet's target. Failures are gRPC codes whose message the kubelet puts in the
+// Pod's FailedMount Event, where the operator reads it (src/core/mount-troubles.ts).
+import type { ServerUnaryCall, sendUnaryData, UntypedServiceImplementation } from '@grpc/grpc-js';
+import { status } from '@grpc/grpc-js';
+import { parseQuota } from '../core/model-cache.js';
+import { artifactName, isFetched, modelLocation, modelSource, storageUriProblem } from '../core/model-source.js';
+import { FetchFailure, shown, type FailureKind } from './download.js';
+import type { NodeCache } from './node-cache.js';
+import { storeKeys, type StoreEnv } from './store-request.js';
+
+export interface NodeServiceOptions {
+  driver: string;
+  version: string;
+  nodeId: string;
+  cache: NodeCache;
+  /** The namespace's quota annotation, as text (undefined when it has none). */
+  quotaOf: (namespace: string) => Promise<string | undefined>;
+  /** How long a publish waits for a fetch before it answers with the progress (the kubelet asks again). */
+  waitMs: number;
+  log: (line: Record<string, unknown>) => void;
+}
+
+type Request = Record<string, unknown> & {
+  volume_id?: string;
+  target_path?: string;
+  volume_context?: Record<string, string>;
+  secrets?: Record<string, string>;
+};
+
+class Refused extends Error {
+  constructor(
+    readonly code: status,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const codes: Record<FailureKind, status> = {
+  unavailable: status.FAILED_PRECONDITION,
+  retrying: status.UNAVAILABLE,
+  CacheFull: status.RESOURCE_EXHAUSTED,
+  QuotaExceeded: status.RESOURCE_EXHAUSTED,
+};
+
+/** A store's refusal keeps its kind in the code: 403 and 401 PERMISSION_DENIED, 404 NOT_FOUND. */
+function failureCode(f: FetchFailure): status {
+  if (f.kind === 'unavailable' && /: 40[13]\b/.test(f.message)) return status.PERMISSION_DENIED;
+  if (f.kind === 'unavailable' && /: 404\b/.test(f.message)) return status.NOT_FOUND;
+  return codes[f.kind];
+}
+
+const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+const volumeIdPattern = /^[A-Za-z0-9._-]{1,128}$/;
+
+/** The volume's attributes read, or why they cannot be used: fail closed on anything unexpected. */
+function volumeRequest(req: Request) {
+  const ctx = req.volume_context ?? {};
+  const namespace = ctx['csi.storage.k8s.io/pod.namespace'];
+  if (!namespace) throw new Refused(status.INVALID_ARGUMENT, 'no Pod namespace: the CSIDriver must set podInfoOnMount');
+  if (ctx['csi.storage.k8s.io/ephemeral'] !== 'true')
+    throw new Refused(status.INVALID_ARGUMENT, 'only ephemeral inline volumes are served');
+  const uri = ctx.uri ?? '';
+  if (uri.length > 2048) throw new Refused(status.INVALID_ARGUMENT, 'the uri attribute is longer than 2048 characters');
+  const sha = ctx.sha256 ?? '';
+  if (sha && !/^[0-9a-f]{64}$/.test(sha))
+    throw new Refused(status.INVALID_ARGUMENT, 'the sha256 attribute is not 64 lowercase hex digits');
+  const source = modelSource(modelLocation({ storageUri: uri, sha256: sha || undefined }));
+  const problem = storageUriProblem(uri);
+  if (!isFetched(source) || problem)
+    throw new Refused(
+      status.INVALID_ARGUMENT,
+      `the uri attribute ${shown(uri)} ${problem ?? 'is not s3:// or https://'}`,
+    );
+  if (!volumeIdPattern.test(req.volume_id ?? ''))
+    throw new Refused(status.INVALID_ARGUMENT, 'a volume id it cannot use');
+  if (!req.target_path?.startsWith('/')) throw new Refused(status.INVALID_ARGUMENT, 'no target path');
+  return { source, namespace, volume: req.volume_id!, target: req.target_path };
+}
+
+/** The Secret's store keys alone; one given without both keys says which is missing. */
+function storeEnv(secrets: Record<string, string> | undefined, uri: string): StoreEnv {
+  const env: StoreEnv = {};
+  for (const key of storeKeys) if (secrets?.[key]) env[key] = secrets[key];
+  if (secrets && Object.keys(secrets).length > 0)
+    for (const key of ['AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY'] as const)
+      if (!env[key])
+        throw new Refused(status.FAILED_PRECONDITION, `${shown(uri)}: the storageSecret has no key ${key}`);
+  return env;
+}
+
+export function nodeService(o: NodeServiceOptions): {
+  identity: UntypedServiceImplementation;
+  node: UntypedServiceImplementation;
+} {
+  async function quota(namespace: string): Promise<number | undefined> {
+    const q = parseQuota(await o.quotaOf(namespace));
+    // An administrator's quota that does not parse holds nothing rather than everything.
+    if (q.invalid)
+      throw new Refused(status.RESOURCE_EXHAUSTED, `QuotaExceeded: namespace ${namespace}'s quota ${q.invalid}`);
+    return q.bytes;
+  }
+
+  async function publish(req: Request): Promise<object> {
+    const v = volumeRequest(req);
+    if (await o.cache.published(v.volume, v.target)) return {};
+    const env = storeEnv(req.secrets, v.source.uri);
+    const seen = await o.cache.probe(v.source, env);
+    const q = await quota(v.namespace);
+    const key = await o.cache.entryFor({ source: v.source, env, seen, namespace: v.namespace, quota: q }, o.waitMs);
+    if (!key) {
+      const p = o.cache.progressOf(v.source, env);
+      const done = p ? `: ${mib(p.bytes)}${p.total ? ` of ${mib(p.total)}` : ''}, ${mib(p.rate)}/s` : '';
+      throw new Refused(status.ABORTED, `fetching ${shown(v.source.uri)} into the node's cache${done}`);
+    }
+    await o.cache.publish({ key, ...v, quota: q, name: artifactName(v.source) });
+    o.log({ msg: 'published', volume: v.volume, namespace: v.namespace, uri: shown(v.source.uri), sha256: key });
+    return {};
+  }
+
+  async function unpublish(req: Request): Promise<object> {
+    if (!volumeIdPattern.test(req.volume_id ?? '') || !req.target_path?.startsWith('/'))
+      throw new Refused(status.INVALID_ARGUMENT, 'a volume id or target path it cannot use');
+    await o.cache.unpublish(req.volume_id!, req.target_path);
+    return {};
+  }
+
+  /** A handler whose failures are gRPC statuses with a message for a person, never a stack trace. */
+  const unary =
+    (handle: (req: Request) => Promise<object> | object) =>
+    (call: ServerUnaryCall<Request, object>, callback: sendUnaryData<object>) => {
+      Promise.resolve()
+        .then(() => handle(call.request))
+        .then(
+          (answer) => callback(null, answer),
+          (err: unknown) => {
+            const code =
+              err instanceof Refused ? err.code : err instanceof FetchFailure ? failureCode(err) : status.INTERNAL;
+            const message =
+              err instanceof FetchFailure && codes[err.kind] === status.RESOURCE_EXHAUSTED
+                ? `${err.kind}: ${err.message}`
+                : (err as Error).message;
+            if (code !== status.ABORTED)
+              o.log({ msg: 'refused', code: status[code], message, volume: call.request.volume_id });
+            callback({ code, details: message });
+          },
+        );
+    };
+
+  return {
+    identity: {
+      GetPluginInfo: unary(() => ({ name: o.driver, vendor_version: o.version })),
+      GetPluginCapabilities: unary(() => ({ capabilities: [] })),
+      Probe: unary(() => ({ ready: { value: true } })),
+    },
+    node: {
+      NodeGetCapabilities: unary(() => ({ capabilities: [] })),
+      NodeGetInfo: unary(() => ({ node_id: o.nodeId, max_volumes_per_node: 0 })),
+      NodePublishVolume: unary(publish),
+      NodeUnpublishVolume: unary(unpublish),
+    },
+  };
+}
