@@ -44,7 +44,7 @@ const flags = new Command('csi-plugin')
   }>();
 
 const logger = createLogger(flags.logLevel).child({ component: 'csi-plugin' });
-const log = (line: Record<string, unknown>) => logger.info(line, String(line.msg ?? ''));
+const log = ({ msg, ...line }: Record<string, unknown>) => logger.info(line, String(msg ?? ''));
 
 async function main(): Promise<void> {
   if (!flags.nodeId) throw new Error('--node-id (or NODE_NAME) is required');

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { caddy, nodeRuntime, temporalCli } from '../local-stack/components.js';
@@ -70,7 +71,8 @@ const nodeBuildBase: BaseImage = {
   kind: 'debian',
   ref: 'localhost/mmo-base/node-build:24-bookworm',
   variant: 'essential',
-  packages: ['ca-certificates', 'libstdc++6'],
+  // busybox-static: the model cache plugin's mount (deploy/Dockerfile's mount-tools stage).
+  packages: ['ca-certificates', 'libstdc++6', 'busybox-static'],
   version: `node ${nodeVersion}, npm ${npmVersion}`,
   files: async () => [
     [nodeBinary, '/usr/local/bin/node'],
@@ -93,10 +95,14 @@ const nodeRuntimeBase: BaseImage = {
   config: { user: '65532:65532', entrypoint: ['/nodejs/bin/node'] },
 };
 
+/** package.json's version: the operator's image is tagged with its release, never a literal. */
+const releaseVersion = (JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { version: string })
+  .version;
+
 export const operatorImage: DockerfileImage = {
   kind: 'dockerfile',
-  ref: 'localhost/machinemodel/machinemodel-operator:0.2.0',
-  aliases: ['machinemodel-operator:0.2.0'],
+  ref: `localhost/machinemodel/machinemodel-operator:${releaseVersion}`,
+  aliases: [`machinemodel-operator:${releaseVersion}`],
   dockerfile: 'deploy/Dockerfile',
   buildArgs: { BUILD_BASE: nodeBuildBase.ref, RUNTIME_BASE: nodeRuntimeBase.ref },
   bases: [nodeBuildBase, nodeRuntimeBase],

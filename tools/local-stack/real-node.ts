@@ -47,6 +47,10 @@ export interface RealNodeInfo {
   kubeletPort: number;
   /** Where pods reach the apiserver (the `kubernetes` Service's endpoint): a forwarder on the node's IP. */
   apiserverPort: number;
+  /** The kubelet's root directory (its /var/lib/kubelet): a shared mount, for the model cache's plugin. */
+  kubeletDir: string;
+  /** The node's model cache (its /var/lib/machinemodel-operator/model-cache). */
+  modelCacheDir: string;
 }
 
 /** Why this machine cannot run a real node, or undefined when it can. */
@@ -98,6 +102,8 @@ export async function startRealNode(o: StartOptions): Promise<RealNodeInfo> {
     binDir: path.dirname(bin),
     kubeletPort: await freePort(),
     apiserverPort: await freePort(),
+    kubeletDir: path.join(dir, 'kubelet'),
+    modelCacheDir: path.join(dir, 'model-cache'),
   };
   // A node of an earlier run that was killed: undo what it left before starting again.
   await cleanUpRealNode(node);
@@ -121,6 +127,7 @@ export async function startRealNode(o: StartOptions): Promise<RealNodeInfo> {
   loadImage(node, o.pauseArchive, [o.pauseImage]);
 
   o.log('starting the real node: kubelet and kube-proxy');
+  sharedMount(node.kubeletDir);
   const kubeconfig = path.join(dir, 'kubelet.kubeconfig');
   writeKubeconfig(kubeconfig, o.server, o.pki.caCert, `system:node:${realNodeName}`, o.pki.tokens.node);
   writeFileSync(path.join(dir, 'kubelet.yaml'), JSON.stringify(kubeletConfig(node, o.pki), null, 2));
@@ -135,7 +142,7 @@ export async function startRealNode(o: StartOptions): Promise<RealNodeInfo> {
         '--kubeconfig',
         kubeconfig,
         '--root-dir',
-        path.join(dir, 'kubelet'),
+        node.kubeletDir,
         '--hostname-override',
         realNodeName,
         '--node-ip',
@@ -372,6 +379,18 @@ function killLeftoverShims(node: RealNodeInfo): void {
       // gone already
     }
   }
+}
+
+/**
+ * Makes `dir` a mount point of its own whose mounts propagate both ways, as the kubelet's root is on
+ * a node that runs CSI plugins: the model cache's plugin mounts into it from its container
+ * (mountPropagation Bidirectional), which the runtime allows only on a shared mount. This machine's
+ * root filesystem is private. Undone by unmountUnder with the rest.
+ */
+function sharedMount(dir: string): void {
+  mkdirSync(dir, { recursive: true });
+  execFileSync('mount', ['--bind', dir, dir], { stdio: ['ignore', 'ignore', 'pipe'] });
+  execFileSync('mount', ['--make-rshared', dir], { stdio: ['ignore', 'ignore', 'pipe'] });
 }
 
 function unmountUnder(dir: string): void {
