@@ -1,6 +1,7 @@
 // Apply to Ready of a model whose weights (256 MiB) are in the object store, on the real node: cold
 // (the node fetches them), warm (found in the node's cache) and, for comparison, the same server with
-// its model baked into the image (already on the node: no registry here, so no pull).
+// its model baked into the image (already on the node: no registry here, so no pull); and how long the
+// model cache's plugin takes to publish a warm artifact into a Pod (its log's `published` lines).
 // Usage: npm run bench:storage [-- <samples>]; prints medians, writes bench/results/<date>-model-storage.json.
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -9,6 +10,7 @@ import { modelServerImage } from '../tools/images/catalog.js';
 import { cacheRoot } from '../tools/local-stack/components.js';
 import { putObject, storeSecret } from '../tools/local-stack/object-store.js';
 import { realNodeAnnotationArgs } from '../tools/local-stack/real-node.js';
+import { ensureModelCache, modelCacheNamespace } from '../tools/local-stack/model-cache.js';
 import { down, kubectlRun, startStackObjectStore, up } from '../tools/local-stack/stack.js';
 import { machineModel } from '../test/support/models.js';
 import { installCrds, startOperatorProcess } from '../test/support/operator-process.js';
@@ -25,6 +27,7 @@ async function main(): Promise<void> {
   if (!stack.realNode) throw new Error(`a real node is needed: ${stack.simulatedOnly ?? 'none runs'}`);
   try {
     const store = await startStackObjectStore(stack);
+    await ensureModelCache(stack);
     installCrds(stack);
     const ns = `bench-${randomUUID().slice(0, 6)}`;
     const kubectl = (...args: string[]) => kubectlRun(stack, args);
@@ -37,7 +40,6 @@ async function main(): Promise<void> {
         MMO_NAMESPACES: ns,
         MMO_TASK_QUEUE: `bench-${randomUUID()}`,
         LOG_LEVEL: 'warn',
-        MMO_MODEL_CACHE_DIR: path.join(stateDir, 'model-cache'),
       },
       'bench-storage',
     );
@@ -86,12 +88,21 @@ async function main(): Promise<void> {
       );
     }
     await operator.stop();
+    // Publishes of an artifact the node had (every publish but each cold sample's first).
+    const publishes = kubectl('logs', '-n', modelCacheNamespace, 'daemonset/model-cache')
+      .split('\n')
+      .filter((l) => l.includes('"published"'))
+      .map((l) => (JSON.parse(l) as { ms: number }).ms);
+    const warmPublishMs = publishes.filter((_, i) => i % 2 === 1);
     const result = {
       date: new Date().toISOString(),
       sizeMiB,
       samples,
       medianSeconds: { cold: median(cold), warm: median(warm), baked: median(baked) },
+      warmOverBaked: median(warm) / median(baked),
+      medianWarmPublishMs: median(warmPublishMs),
       seconds: { cold, warm, baked },
+      warmPublishMs,
     };
     console.log(JSON.stringify(result, null, 2));
     const dir = path.join(import.meta.dirname, 'results');

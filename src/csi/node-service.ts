@@ -105,6 +105,7 @@ export function nodeService(o: NodeServiceOptions): {
   }
 
   async function publish(req: Request): Promise<object> {
+    const started = Date.now();
     const v = volumeRequest(req);
     if (await o.cache.published(v.volume, v.target)) return {};
     const env = storeEnv(req.secrets, v.source.uri);
@@ -117,7 +118,14 @@ export function nodeService(o: NodeServiceOptions): {
       throw new Refused(status.ABORTED, `fetching ${shown(v.source.uri)} into the node's cache${done}`);
     }
     await o.cache.publish({ key, ...v, quota: q, name: artifactName(v.source) });
-    o.log({ msg: 'published', volume: v.volume, namespace: v.namespace, uri: shown(v.source.uri), sha256: key });
+    o.log({
+      msg: 'published',
+      volume: v.volume,
+      namespace: v.namespace,
+      uri: shown(v.source.uri),
+      sha256: key,
+      ms: Date.now() - started,
+    });
     return {};
   }
 

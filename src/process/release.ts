@@ -1,5 +1,5 @@
 // This build's release: package.json's version, read where the build put it (the repository, or the
-// image's /app), so no image name in the code is a literal that a release can leave behind.
+// image's /app), so no version in the code is a literal that a release can leave behind.
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -19,5 +19,3 @@ function packageVersion(): string {
 }
 
 export const releaseVersion = packageVersion();
-/** The operator's image, which the model cache's plugin runs too. */
-export const operatorImage = `machinemodel-operator:${releaseVersion}`;

@@ -13,6 +13,7 @@ import { request } from '../../activities/gateway/http.js';
 import { caddyImage, misbehavingModelImage, operatorImage, temporalImage } from '../../tools/images/catalog.js';
 import { realNodeName, realNodeNamespaceAnnotations } from '../../tools/local-stack/real-node.js';
 import { digitsRequest, sampleDigits } from '../../tools/local-stack/sample-digits.js';
+import { modelCachePatches } from '../../tools/local-stack/model-cache.js';
 import { kubectlRun } from '../../tools/local-stack/stack.js';
 import { kubectlFor } from '../support/cluster.js';
 import { eventually } from '../support/eventually.js';
@@ -54,11 +55,13 @@ function writeOverlay(): void {
       kind: 'Kustomization',
       resources: [path.relative(overlay, repo('deploy/installs/all-in-one'))],
       images: [
-        image('machinemodel-operator:0.2.0', operatorImage.ref),
+        image(operatorImage.aliases![0]!, operatorImage.ref),
         image('temporalio/temporal:1.9.1', temporalImage.ref),
         image('caddy:2.11.7', caddyImage.ref),
       ],
       patches: [
+        // The model cache's plugin on this stack's node: its kubelet folder, a 1 GiB cap.
+        ...modelCachePatches(stack).patches,
         annotate('machinemodel-system'),
         annotate('temporal'),
         annotate('machinemodel-gateway'),
@@ -111,9 +114,14 @@ function temporalVolume(): void {
 const pods = (namespace: string, selector?: string) =>
   k.list<{
     metadata: { name: string };
-    spec: { nodeName?: string; securityContext?: { runAsUser?: number; runAsNonRoot?: boolean }; containers: any[] };
+    spec: {
+      nodeName?: string;
+      securityContext?: { runAsUser?: number; runAsNonRoot?: boolean };
+      containers: any[];
+    };
     status: { phase: string; containerStatuses?: { ready: boolean }[] };
   }>('pods', namespace, selector);
+const operatorPods = () => pods('machinemodel-system', 'app.kubernetes.io/name=machinemodel-operator');
 const allReady = (list: ReturnType<typeof pods>, n: number) =>
   list.length === n && list.every((p) => p.status.containerStatuses?.every((c) => c.ready)) ? list : undefined;
 
@@ -150,7 +158,7 @@ describe.skipIf(!stack.realNode)(
       );
       const operators = await eventually(
         'both operator replicas Ready on /readyz',
-        () => allReady(pods('machinemodel-system'), 2),
+        () => allReady(operatorPods(), 2),
         180_000,
       );
       // Both replicas Ready once each serves the models' listener, which the operator gives it.
@@ -182,6 +190,27 @@ describe.skipIf(!stack.realNode)(
       );
       for (const holder of new Set(holders))
         expect(operators.some((p) => holder!.startsWith(p.metadata.name))).toBe(true);
+      // The model cache's plugin on the node: registered with the kubelet, the install's one privileged Pod.
+      const plugin = await eventually(
+        'the model cache plugin Ready',
+        () => allReady(pods('machinemodel-system', 'app.kubernetes.io/name=model-cache'), 1),
+        120_000,
+      );
+      expect(plugin[0]!.spec.containers[0].image).toBe(operatorImage.ref);
+      const privileged = ['machinemodel-system', 'temporal', 'machinemodel-gateway']
+        .flatMap((n) => pods(n))
+        .filter((p) => p.spec.containers.some((c) => c.securityContext?.privileged));
+      expect(privileged.map((p) => p.metadata.name)).toEqual([plugin[0]!.metadata.name]);
+      await eventually(
+        'the kubelet registered the model cache',
+        () =>
+          kubectl('get', 'csinode', realNodeName, '-o', 'jsonpath={.spec.drivers[*].name}').includes(
+            'model-cache.stable.example.com',
+          )
+            ? true
+            : undefined,
+        60_000,
+      );
     }, 420_000);
 
     it('serves the seed example: Ready, published on the gateway, and a prediction through it', async () => {
@@ -212,14 +241,7 @@ describe.skipIf(!stack.realNode)(
       await eventually('v1 Ready', () => (k.phaseOf(ns, 'rolled') === 'Ready' ? true : undefined), 120_000);
       k.apply(machineModel(ns, 'rolled', { image: misbehavingModelImage.ref, modelPath: '/slow-20', replicas: 1 }));
       await eventually('the rollout under way', () => (k.phaseOf(ns, 'rolled') === 'Deploying' ? true : undefined));
-      kubectl(
-        'delete',
-        'pod',
-        '-n',
-        'machinemodel-system',
-        pods('machinemodel-system')[0]!.metadata.name,
-        '--wait=false',
-      );
+      kubectl('delete', 'pod', '-n', 'machinemodel-system', operatorPods()[0]!.metadata.name, '--wait=false');
       await eventually(
         'v2 Ready',
         () => {
@@ -228,7 +250,7 @@ describe.skipIf(!stack.realNode)(
         },
         180_000,
       );
-      await eventually('two replicas again', () => allReady(pods('machinemodel-system'), 2), 180_000);
+      await eventually('two replicas again', () => allReady(operatorPods(), 2), 180_000);
     }, 420_000);
 
     it('leaves nothing behind after kubectl delete -k', async () => {

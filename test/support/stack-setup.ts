@@ -69,7 +69,7 @@ export default async function setup(project: TestProject) {
 /** The files that need a component whose first build takes many minutes, and that component. */
 const slowBuilds: [string, Component][] = [
   ['test/e2e/model-storage.test.ts', objectStore],
-  ['test/integration/model-fetcher.test.ts', objectStore],
+  ['test/integration/model-cache-plugin.test.ts', objectStore],
   ['test/integration/temporal-postgres.test.ts', temporalServer],
 ];
 

@@ -19,6 +19,7 @@ import { cpuUsageAnnotation } from './metrics-server.js';
 import { PrerequisiteError } from './install.js';
 import { portInUse } from './processes.js';
 import { defaultStateDir, envPort, kubectlRun, up, type StackInfo } from './stack.js';
+import { ensureModelCache } from './model-cache.js';
 import { storeSecret } from './object-store.js';
 
 const repo = (p: string) => fileURLToPath(new URL(`../../${p}`, import.meta.url));
@@ -65,8 +66,6 @@ async function main(): Promise<void> {
     // The example's namespace runs on the real node; Caddy, on this host, reaches models by cluster IP.
     kubectl('annotate', 'namespace', 'default', '--overwrite', ...realNodeAnnotationArgs);
     process.env.MMO_CADDY_UPSTREAM ??= 'cluster-ip';
-    // The node is this machine: its model cache stays in the stack's folder.
-    process.env.MMO_MODEL_CACHE_DIR ??= path.join(stack.stateDir, 'model-cache');
   }
   const gateway = process.env.MMO_GATEWAY ? undefined : await startGateway(stack);
   if (gateway) Object.assign(process.env, gateway.operatorEnv);
@@ -159,6 +158,8 @@ async function fromTheStore(
   say: (line?: string) => void,
 ): Promise<void> {
   const name = 'digits-from-s3';
+  // The node's model cache: its CSI plugin, installed from deploy/model-cache as an install does.
+  await ensureModelCache(stack, (line) => say(line));
   // The Secret holds the stack's keys: applied from stdin, never on a command line or in a log.
   kubectlRun(stack, ['apply', '-f', '-'], JSON.stringify(storeSecret(stack.objectStore!, 'default', 'model-store')));
   const example = repo('deploy/examples/digits-from-s3.yaml');
@@ -170,7 +171,7 @@ applied ${example} (its weights in the object store, ${stack.objectStore!.sample
     const phase = kubectl('get', 'mm', name, '-o', 'jsonpath={.status.phase}').trim();
     if (phase === 'Ready') {
       say(
-        `${name} is Ready ${((Date.now() - applied) / 1000).toFixed(1)}s after kubectl apply (fetched into the node's cache)`,
+        `${name} is Ready ${((Date.now() - applied) / 1000).toFixed(1)}s after kubectl apply (fetched into the node's cache and mounted read-only)`,
       );
       break;
     }
