@@ -57,6 +57,7 @@ async function main(): Promise<void> {
   const core = kc.makeApiClient(CoreV1Api);
   const service = nodeService({
     driver: csiDriverName,
+    kubeletDir: flags.kubeletDir,
     version: releaseVersion,
     nodeId: flags.nodeId,
     cache,

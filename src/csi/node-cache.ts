@@ -165,8 +165,8 @@ export class NodeCache {
     const id = idOf(identity);
     const record = await json<ObjectRecord>(path.join(this.folder('objects'), `${id}.json`)).catch(() => undefined);
     const same = record && record.etag !== '' && record.etag === a.seen.etag && record.size === a.seen.size;
-    if (same && record.sha256 in this.state.entries && (!a.source.sha256 || a.source.sha256 === record.sha256))
-      return record.sha256;
+    // The node has this object's bytes as the store serves them now: verified, nothing to fetch.
+    if (same && record.sha256 in this.state.entries) return this.heldTo(a.source, record.sha256);
     this.refuseAgain(id, a);
     let f = this.fetching.get(id);
     if (!f) {
@@ -177,11 +177,23 @@ export class NodeCache {
     }
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), waitMs)));
+    let key: string | undefined;
     try {
-      return await Promise.race([f.done, late]);
+      key = await Promise.race([f.done, late]);
     } finally {
       clearTimeout(timer);
     }
+    return key && this.heldTo(a.source, key);
+  }
+
+  /** The entry, if its sum is the one the Pod's spec gives (or the spec gives none); a mismatch is never served. */
+  private heldTo(source: Fetched, key: string): string {
+    if (source.sha256 && key !== source.sha256)
+      throw new FetchFailure(
+        'unavailable',
+        `${shown(source.uri)}: checksum mismatch: spec.sha256 is ${source.sha256}, the artifact's is ${key}`,
+      );
+    return key;
   }
 
   progressOf(source: Fetched, env: StoreEnv): FetchProgress | undefined {

@@ -4,6 +4,7 @@
 // read-only at the kubelet's target. Failures are gRPC codes whose message the kubelet puts in the
 // Pod's FailedMount Event, where the operator reads it (src/core/mount-troubles.ts).
 import type { ServerUnaryCall, sendUnaryData, UntypedServiceImplementation } from '@grpc/grpc-js';
+import path from 'node:path';
 import { status } from '@grpc/grpc-js';
 import { parseQuota } from '../core/model-cache.js';
 import { artifactName, isFetched, modelLocation, modelSource, storageUriProblem } from '../core/model-source.js';
@@ -13,6 +14,8 @@ import { storeKeys, type StoreEnv } from './store-request.js';
 
 export interface NodeServiceOptions {
   driver: string;
+  /** The kubelet's root: every target it names is under its pods/ folder. */
+  kubeletDir: string;
   version: string;
   nodeId: string;
   cache: NodeCache;
@@ -57,7 +60,7 @@ const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
 const volumeIdPattern = /^[A-Za-z0-9._-]{1,128}$/;
 
 /** The volume's attributes read, or why they cannot be used: fail closed on anything unexpected. */
-function volumeRequest(req: Request) {
+function volumeRequest(req: Request, podsDir: string) {
   const ctx = req.volume_context ?? {};
   const namespace = ctx['csi.storage.k8s.io/pod.namespace'];
   if (!namespace) throw new Refused(status.INVALID_ARGUMENT, 'no Pod namespace: the CSIDriver must set podInfoOnMount');
@@ -77,8 +80,15 @@ function volumeRequest(req: Request) {
     );
   if (!volumeIdPattern.test(req.volume_id ?? ''))
     throw new Refused(status.INVALID_ARGUMENT, 'a volume id it cannot use');
-  if (!req.target_path?.startsWith('/')) throw new Refused(status.INVALID_ARGUMENT, 'no target path');
-  return { source, namespace, volume: req.volume_id!, target: req.target_path };
+  return { source, namespace, volume: req.volume_id!, target: targetOf(req, podsDir) };
+}
+
+/** The kubelet's target: a normalized path under its pods/ folder, never anywhere else on the node. */
+function targetOf(req: Request, podsDir: string): string {
+  const target = path.resolve(req.target_path ?? '');
+  if (!req.target_path || target !== req.target_path || !target.startsWith(podsDir))
+    throw new Refused(status.INVALID_ARGUMENT, `a target path outside the kubelet's pods folder: ${req.target_path}`);
+  return target;
 }
 
 /** The Secret's store keys alone; one given without both keys says which is missing. */
@@ -104,9 +114,22 @@ export function nodeService(o: NodeServiceOptions): {
     return q.bytes;
   }
 
+  const podsDir = `${path.resolve(o.kubeletDir, 'pods')}/`;
+  /** Publishes under way, by volume: the kubelet asks again after its timeout, and waits for the first. */
+  const publishing = new Map<string, Promise<object>>();
+
+  async function publishOnce(req: Request): Promise<object> {
+    const volume = req.volume_id ?? '';
+    const running = publishing.get(volume);
+    if (running) return running;
+    const p = publish(req).finally(() => publishing.delete(volume));
+    publishing.set(volume, p);
+    return p;
+  }
+
   async function publish(req: Request): Promise<object> {
     const started = Date.now();
-    const v = volumeRequest(req);
+    const v = volumeRequest(req, podsDir);
     if (await o.cache.published(v.volume, v.target)) return {};
     const env = storeEnv(req.secrets, v.source.uri);
     const seen = await o.cache.probe(v.source, env);
@@ -130,9 +153,9 @@ export function nodeService(o: NodeServiceOptions): {
   }
 
   async function unpublish(req: Request): Promise<object> {
-    if (!volumeIdPattern.test(req.volume_id ?? '') || !req.target_path?.startsWith('/'))
-      throw new Refused(status.INVALID_ARGUMENT, 'a volume id or target path it cannot use');
-    await o.cache.unpublish(req.volume_id!, req.target_path);
+    if (!volumeIdPattern.test(req.volume_id ?? ''))
+      throw new Refused(status.INVALID_ARGUMENT, 'a volume id it cannot use');
+    await o.cache.unpublish(req.volume_id!, targetOf(req, podsDir));
     return {};
   }
 
@@ -167,7 +190,7 @@ export function nodeService(o: NodeServiceOptions): {
     node: {
       NodeGetCapabilities: unary(() => ({ capabilities: [] })),
       NodeGetInfo: unary(() => ({ node_id: o.nodeId, max_volumes_per_node: 0 })),
-      NodePublishVolume: unary(publish),
+      NodePublishVolume: unary(publishOnce),
       NodeUnpublishVolume: unary(unpublish),
     },
   };

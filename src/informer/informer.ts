@@ -83,9 +83,8 @@ function keepHealthView(obj: KubernetesObject): void {
   pod.status = {
     conditions: pod.status?.conditions?.filter((c) => c.type === 'PodScheduled'),
     containerStatuses: health(pod.status?.containerStatuses),
-    // A model in storage fetches it first: how that fares is the model's health too, and the
-    // fetcher answers its progress at the Pod's address.
-    ...(init ? { initContainerStatuses: init, podIP: pod.status?.podIP } : {}),
+    // A pod template may have init containers of its own: how they fare is the model's health too.
+    ...(init ? { initContainerStatuses: init } : {}),
   };
   const containers = pod.spec?.containers.map(({ name, image, resources }) => ({
     name,
