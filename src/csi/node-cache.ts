@@ -8,7 +8,7 @@
 import { createHash } from 'node:crypto';
 import { chmod, link, mkdir, readdir, readFile, rename, rm, rmdir, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { request } from 'undici';
+import { request, type Dispatcher } from 'undici';
 import {
   complete,
   emptyCache,
@@ -72,6 +72,24 @@ const sizeOf = (p: string) =>
     (s) => s.size,
     () => 0,
   );
+
+/** Up to `limit` bytes of a body as text; the rest is not read (the connection is closed). */
+async function boundedText(body: Dispatcher.ResponseData['body'], limit: number): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  try {
+    for await (const chunk of body) {
+      chunks.push(chunk as Buffer);
+      size += (chunk as Buffer).length;
+      if (size >= limit) break;
+    }
+  } catch {
+    // A body that broke off says what it said so far.
+  } finally {
+    body.destroy();
+  }
+  return Buffer.concat(chunks).subarray(0, limit).toString('utf8');
+}
 
 export class NodeCache {
   private state: CacheState;
@@ -140,9 +158,12 @@ export class NodeCache {
     }).catch((err: unknown) => {
       throw new FetchFailure('retrying', `${shown(source.uri)}: cannot reach the store: ${(err as Error).message}`);
     });
-    const body = await res.body.text().catch(() => '');
     const etag = typeof res.headers.etag === 'string' ? res.headers.etag : '';
     const total = /\/(\d+)$/.exec(String(res.headers['content-range'] ?? ''))?.[1];
+    const ok = res.statusCode === 206 || res.statusCode === 200 || (res.statusCode === 416 && total === '0');
+    // The store's answer is the tenant's to choose: a few KiB of it at most (a refusal's words), never
+    // a body a store that ignores the Range streams without end.
+    const body = await boundedText(res.body, ok ? 0 : 16 * 1024);
     if (res.statusCode === 206 || (res.statusCode === 416 && total === '0'))
       return { etag, size: Number(total ?? NaN) };
     if (res.statusCode === 200) return { etag, size: Number(res.headers['content-length'] ?? NaN) };
@@ -201,15 +222,15 @@ export class NodeCache {
   }
 
   /** A refusal of the same object as the store serves it, still standing: said again without a byte fetched. */
-  private refuseAgain(id: string, a: { seen: ObjectSeen; quota?: number }): void {
-    const r = this.refused.get(id);
+  private refuseAgain(id: string, a: { seen: ObjectSeen; namespace: string; quota?: number }): void {
+    const r = this.refused.get(`${id}/${a.namespace}`) ?? this.refused.get(id);
     if (!r || r.etag !== a.seen.etag || r.size !== a.seen.size) return;
     const stands =
       r.reason === 'QuotaExceeded'
         ? r.quota === a.quota
         : r.capacity === this.o.capacity && this.now() - r.at < (this.o.refusalMs ?? 600_000);
     if (stands) throw new FetchFailure(r.reason, r.message);
-    this.refused.delete(id);
+    this.refused.delete(r.reason === 'QuotaExceeded' ? `${id}/${a.namespace}` : id);
   }
 
   private async fetch(
@@ -260,7 +281,8 @@ export class NodeCache {
         if (r.ok) this.state = r.state;
       }
       if (err instanceof FetchFailure && (err.kind === 'CacheFull' || err.kind === 'QuotaExceeded'))
-        this.refused.set(id, {
+        // A quota is one namespace's: its refusal is that namespace's alone.
+        this.refused.set(err.kind === 'QuotaExceeded' ? `${id}/${a.namespace}` : id, {
           ...a.seen,
           reason: err.kind,
           message: err.message,
