@@ -67,7 +67,8 @@ async function main(): Promise<void> {
     log,
   });
   const { Identity, Node } = csiServices();
-  const csiSocket = path.join(flags.kubeletDir, 'plugins', csiDriverName, 'csi.sock');
+  // Short names: a Unix socket's path has at most 107 bytes, and the kubelet's folder may be long.
+  const csiSocket = path.join(flags.kubeletDir, 'plugins', 'model-cache', 'csi.sock');
   await mkdir(path.dirname(csiSocket), { recursive: true });
   const csi = await serveOnSocket(csiSocket, [
     [Identity!, service.identity],
@@ -76,7 +77,7 @@ async function main(): Promise<void> {
   // Registered last: the kubelet calls the CSI socket as soon as it reads the registration.
   const registry = path.join(flags.kubeletDir, 'plugins_registry');
   await mkdir(registry, { recursive: true });
-  const registration = await serveOnSocket(path.join(registry, `${csiDriverName}-reg.sock`), [
+  const registration = await serveOnSocket(path.join(registry, 'model-cache-reg.sock'), [
     [
       registrationService(),
       {

@@ -115,6 +115,14 @@ export function reserve(
   return { ok: true, state: { ...room.state, fetches }, evicted: room.evicted };
 }
 
+/**
+ * Bytes already on the node that stay counted whatever the cap says: the part a fetch left for a
+ * resume (charged to its namespace; '' for a part an earlier run of the plugin left).
+ */
+export function holdLeftover(s: CacheState, fetch: string, namespace: string, bytes: number): CacheState {
+  return { ...s, fetches: { ...s.fetches, [fetch]: { namespace, reserved: bytes } } };
+}
+
 /** A fetch that ended without an entry (failed, refused, killed): its bytes are free again. */
 export function release(s: CacheState, fetch: string): CacheState {
   if (!(fetch in s.fetches)) return s;

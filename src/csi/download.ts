@@ -12,7 +12,7 @@ import { Transform } from 'node:stream';
 import { request } from 'undici';
 import { fetchFailureKind, type ModelSource } from '../core/model-source.js';
 import type { Refusal } from '../core/model-cache.js';
-import { storeMessage, storeRequest, type StoreEnv } from './store-request.js';
+import { boundedText, storeAgent, storeMessage, storeRequest, type StoreEnv } from './store-request.js';
 
 /** unavailable: a person must act; retrying: passes by itself; refused: the cache or the quota cannot take it. */
 export type FailureKind = 'unavailable' | 'retrying' | Refusal['reason'];
@@ -22,6 +22,8 @@ export class FetchFailure extends Error {
   constructor(
     readonly kind: FailureKind,
     message: string,
+    /** The store's HTTP status, when it answered with a refusal. */
+    readonly httpStatus?: number,
   ) {
     super(message);
   }
@@ -91,6 +93,7 @@ export async function fetchArtifact(o: FetchOptions): Promise<FetchResult> {
   if (offset > 0) req.headers['If-Range'] = etag;
   const res = await request(req.url, {
     method: 'GET',
+    dispatcher: storeAgent,
     headers: req.headers,
     headersTimeout: 30_000,
     bodyTimeout: 60_000,
@@ -109,8 +112,12 @@ export async function fetchArtifact(o: FetchOptions): Promise<FetchResult> {
     );
   }
   if (res.statusCode !== 200 && res.statusCode !== 206) {
-    const body = await res.body.text().catch(() => '');
-    throw new FetchFailure(fetchFailureKind(res.statusCode), `${uri}: ${storeMessage(res.statusCode, body)}`);
+    const body = await boundedText(res.body, 16 * 1024);
+    throw new FetchFailure(
+      fetchFailureKind(res.statusCode),
+      `${uri}: ${storeMessage(res.statusCode, body)}`,
+      res.statusCode,
+    );
   }
   const newEtag = typeof res.headers.etag === 'string' ? res.headers.etag : '';
   if (res.statusCode === 206 && (range.start !== offset || newEtag !== etag)) {

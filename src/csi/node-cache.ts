@@ -6,12 +6,14 @@
 //   mounts/<volume>.json    which entry a volume mounts, so a restarted plugin keeps it from eviction
 // Every byte is accounted by src/core/model-cache.ts before it is written; one fetch per object at a time.
 import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { chmod, link, mkdir, readdir, readFile, rename, rm, rmdir, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { request, type Dispatcher } from 'undici';
+import { request } from 'undici';
 import {
   complete,
   emptyCache,
+  holdLeftover,
   mount,
   mountedEntry,
   release,
@@ -24,7 +26,15 @@ import {
 import { fetchFailureKind, type ModelSource } from '../core/model-source.js';
 import { fetchArtifact, FetchFailure, shown } from './download.js';
 import { bindReadOnly, isMounted, unmount, type MountCommands } from './mounts.js';
-import { objectIdentity, storeMessage, storeRequest, type StoreEnv } from './store-request.js';
+import {
+  boundedText,
+  objectIdentity,
+  refusedAddress,
+  storeAgent,
+  storeMessage,
+  storeRequest,
+  type StoreEnv,
+} from './store-request.js';
 
 export type Fetched = Extract<ModelSource, { kind: 's3' | 'https' }>;
 
@@ -43,6 +53,9 @@ export interface FetchProgress {
 interface Fetching {
   done: Promise<string>;
   progress?: FetchProgress;
+  /** What the store said of the object to the Pod that started it, and that Pod's namespace. */
+  seen: ObjectSeen;
+  namespace: string;
 }
 
 interface ObjectRecord extends ObjectSeen {
@@ -63,6 +76,8 @@ export interface NodeCacheOptions {
   now?: () => number;
   /** How long a refusal of the cap stands before the object is tried again. */
   refusalMs?: number;
+  /** How long a part no fetch resumes is kept. */
+  partTtlMs?: number;
 }
 
 const idOf = (identity: string) => createHash('sha256').update(identity).digest('hex').slice(0, 40);
@@ -72,24 +87,6 @@ const sizeOf = (p: string) =>
     (s) => s.size,
     () => 0,
   );
-
-/** Up to `limit` bytes of a body as text; the rest is not read (the connection is closed). */
-async function boundedText(body: Dispatcher.ResponseData['body'], limit: number): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  try {
-    for await (const chunk of body) {
-      chunks.push(chunk as Buffer);
-      size += (chunk as Buffer).length;
-      if (size >= limit) break;
-    }
-  } catch {
-    // A body that broke off says what it said so far.
-  } finally {
-    body.destroy();
-  }
-  return Buffer.concat(chunks).subarray(0, limit).toString('utf8');
-}
 
 export class NodeCache {
   private state: CacheState;
@@ -117,10 +114,8 @@ export class NodeCache {
     for (const name of await readdir(cache.folder('parts'))) {
       if (name.endsWith('.etag')) continue;
       const size = await sizeOf(path.join(cache.folder('parts'), name));
-      const r = reserve(cache.state, name, '', size, undefined);
-      // A part the cap has no room for is not worth resuming.
-      if (r.ok) cache.state = r.state;
-      else await rm(path.join(cache.folder('parts'), name), { force: true });
+      // Counted until a fetch resumes it or the sweep deletes it.
+      cache.state = holdLeftover(cache.state, name, '', size);
     }
     for (const name of await readdir(cache.folder('mounts'))) {
       const volume = name.replace(/\.json$/, '');
@@ -132,6 +127,10 @@ export class NodeCache {
         if (m.ok) cache.state = m.state;
       } else await cache.forget(volume);
     }
+    setInterval(
+      () => void cache.sweepParts().catch((err: Error) => o.log({ msg: 'sweeping parts failed', err: err.message })),
+      60_000,
+    ).unref();
     o.log({
       msg: 'model cache opened',
       entries: Object.keys(cache.state.entries).length,
@@ -150,11 +149,16 @@ export class NodeCache {
    */
   async probe(source: Fetched, env: StoreEnv): Promise<ObjectSeen> {
     const req = storeRequest(source, 0, env, 0);
+    const refused = refusedAddress(req.url);
+    if (refused) throw new FetchFailure('unavailable', `${shown(source.uri)}: the store is not asked: ${refused}`);
     const res = await request(req.url, {
       method: 'GET',
+      dispatcher: storeAgent,
       headers: req.headers,
       headersTimeout: 15_000,
       bodyTimeout: 15_000,
+      // The whole question, however slowly a store answers it.
+      signal: AbortSignal.timeout(30_000),
     }).catch((err: unknown) => {
       throw new FetchFailure('retrying', `${shown(source.uri)}: cannot reach the store: ${(err as Error).message}`);
     });
@@ -164,12 +168,14 @@ export class NodeCache {
     // The store's answer is the tenant's to choose: a few KiB of it at most (a refusal's words), never
     // a body a store that ignores the Range streams without end.
     const body = await boundedText(res.body, ok ? 0 : 16 * 1024);
-    if (res.statusCode === 206 || (res.statusCode === 416 && total === '0'))
-      return { etag, size: Number(total ?? NaN) };
-    if (res.statusCode === 200) return { etag, size: Number(res.headers['content-length'] ?? NaN) };
+    // A size the store does not say is -1: such an object is never found again, only fetched.
+    const size = (n: unknown) => (Number.isSafeInteger(Number(n)) && Number(n) >= 0 ? Number(n) : -1);
+    if (res.statusCode === 206 || (res.statusCode === 416 && total === '0')) return { etag, size: size(total) };
+    if (res.statusCode === 200) return { etag, size: size(res.headers['content-length']) };
     throw new FetchFailure(
       fetchFailureKind(res.statusCode),
       `${shown(source.uri)}: ${storeMessage(res.statusCode, body)}`,
+      res.statusCode,
     );
   }
 
@@ -185,22 +191,31 @@ export class NodeCache {
     const identity = objectIdentity(a.source, a.env);
     const id = idOf(identity);
     const record = await json<ObjectRecord>(path.join(this.folder('objects'), `${id}.json`)).catch(() => undefined);
-    const same = record && record.etag !== '' && record.etag === a.seen.etag && record.size === a.seen.size;
+    const same =
+      record && record.etag !== '' && a.seen.size >= 0 && record.etag === a.seen.etag && record.size === a.seen.size;
     // The node has this object's bytes as the store serves them now: verified, nothing to fetch.
     if (same && record.sha256 in this.state.entries) return this.heldTo(a.source, record.sha256);
     this.refuseAgain(id, a);
     let f = this.fetching.get(id);
     if (!f) {
-      const started: Fetching = { done: Promise.resolve('') };
+      const started: Fetching = { done: Promise.resolve(''), seen: a.seen, namespace: a.namespace };
       started.done = this.fetch(id, a, started).finally(() => this.fetching.delete(id));
       this.fetching.set(id, started);
       f = started;
+    } else if (f.seen.etag !== a.seen.etag || f.seen.size !== a.seen.size || a.seen.size < 0) {
+      // Only the same object as the store serves it to this Pod joins a fetch under way.
+      throw new FetchFailure('retrying', `${shown(a.source.uri)}: the object changed while the node fetched it`);
     }
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), waitMs)));
     let key: string | undefined;
     try {
       key = await Promise.race([f.done, late]);
+    } catch (err) {
+      // Another namespace's quota is not this Pod's: its own fetch comes at the kubelet's next try.
+      if (err instanceof FetchFailure && err.kind === 'QuotaExceeded' && f.namespace !== a.namespace)
+        throw new FetchFailure('retrying', `${shown(a.source.uri)}: another Pod's fetch of this object stopped`);
+      throw err;
     } finally {
       clearTimeout(timer);
     }
@@ -239,9 +254,8 @@ export class NodeCache {
     f: Fetching,
   ): Promise<string> {
     const part = path.join(this.folder('parts'), id);
-    // A part a killed plugin left is this fetch's now.
-    const left = this.state.fetches[id];
-    if (left && left.namespace === '') this.state = release(this.state, id);
+    // A part an earlier attempt left is this fetch's now, charged to its namespace as it is resumed.
+    this.state = release(this.state, id);
     try {
       const result = await fetchArtifact({
         source: a.source,
@@ -251,12 +265,15 @@ export class NodeCache {
         progress: (p) => (f.progress = p),
       });
       const entry = path.join(this.folder('entries'), result.sha256);
-      if (result.sha256 in this.state.entries) await rm(part, { force: true });
-      else {
+      if (result.sha256 in this.state.entries) {
+        // Counted as the entry that is there before any await, so no eviction meanwhile takes it.
+        this.state = complete(this.state, id, result.sha256, result.size, this.now());
+        await rm(part, { force: true });
+      } else {
         await chmod(part, 0o444);
         await rename(part, entry);
+        this.state = complete(this.state, id, result.sha256, result.size, this.now());
       }
-      this.state = complete(this.state, id, result.sha256, result.size, this.now());
       const record: ObjectRecord = { etag: result.etag, size: result.size, sha256: result.sha256 };
       await writeFile(path.join(this.folder('objects'), `${id}.json.tmp`), JSON.stringify(record));
       await rename(
@@ -273,13 +290,12 @@ export class NodeCache {
       });
       return result.sha256;
     } catch (err) {
-      // A part kept for a resume keeps its bytes counted; anything else is free again.
+      // A part kept for a resume stays counted, charged to its namespace until it is resumed or swept;
+      // one that cannot be resumed (no ETag) is deleted.
+      if (!existsSync(`${part}.etag`)) await rm(part, { force: true });
       const kept = await sizeOf(part);
       this.state = release(this.state, id);
-      if (kept > 0) {
-        const r = reserve(this.state, id, '', kept, undefined);
-        if (r.ok) this.state = r.state;
-      }
+      if (kept > 0) this.state = holdLeftover(this.state, id, a.namespace, kept);
       if (err instanceof FetchFailure && (err.kind === 'CacheFull' || err.kind === 'QuotaExceeded'))
         // A quota is one namespace's: its refusal is that namespace's alone.
         this.refused.set(err.kind === 'QuotaExceeded' ? `${id}/${a.namespace}` : id, {
@@ -300,9 +316,33 @@ export class NodeCache {
     this.state = r.state;
     for (const key of r.evicted) {
       this.o.log({ msg: 'evicted an entry no Pod mounts', sha256: key });
-      void rm(path.join(this.folder('entries'), key), { force: true });
+      rm(path.join(this.folder('entries'), key), { force: true }).catch((err: Error) =>
+        this.o.log({ msg: 'an evicted entry could not be deleted', sha256: key, err: err.message }),
+      );
     }
     return undefined;
+  }
+
+  /**
+   * Parts no fetch has resumed for `partTtlMs` (the object never asked for again): deleted, their bytes
+   * free. Runs every minute.
+   */
+  async sweepParts(): Promise<void> {
+    for (const name of await readdir(this.folder('parts'))) {
+      if (name.endsWith('.etag') || this.fetching.has(name)) continue;
+      const file = path.join(this.folder('parts'), name);
+      const age =
+        this.now() -
+        (await stat(file).then(
+          (s) => s.mtimeMs,
+          () => this.now(),
+        ));
+      if (age < (this.o.partTtlMs ?? 600_000)) continue;
+      await rm(file, { force: true });
+      await rm(`${file}.etag`, { force: true });
+      this.state = release(this.state, name);
+      this.o.log({ msg: 'deleted a part no fetch resumed', part: name });
+    }
   }
 
   /** Mounts the entry read-only at the kubelet's target, under the artifact's name; charged to the Pod's namespace. */
@@ -317,10 +357,13 @@ export class NodeCache {
     // Evicted since it was found (another fetch made room): the kubelet's next try finds or fetches it.
     if (!(p.key in this.state.entries))
       throw new FetchFailure('retrying', `the cache entry ${p.key} was evicted before it was mounted`);
-    const m = mount(this.state, p.key, p.volume, p.namespace, p.quota, this.now());
+    // A volume published again (its object changed) lets go of the entry it had.
+    const m = mount(unmountEntry(this.state, p.volume, this.now()), p.key, p.volume, p.namespace, p.quota, this.now());
     if (!m.ok) throw new FetchFailure(m.reason, m.message);
     this.state = m.state;
     try {
+      // A mount an earlier attempt made and did not record (a kill between the two): taken down first.
+      while (await isMounted(p.target)) await unmount(this.o.mounts, p.target);
       const view = path.join(this.folder('views'), p.volume);
       await rm(view, { recursive: true, force: true });
       await mkdir(view, { recursive: true });
@@ -330,6 +373,7 @@ export class NodeCache {
       const record = { key: p.key, namespace: p.namespace, target: p.target };
       await writeFile(path.join(this.folder('mounts'), `${p.volume}.json`), JSON.stringify(record));
     } catch (err) {
+      if (await isMounted(p.target)) await unmount(this.o.mounts, p.target).catch(() => undefined);
       await this.forget(p.volume);
       throw err;
     }

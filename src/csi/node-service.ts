@@ -10,7 +10,7 @@ import { parseQuota } from '../core/model-cache.js';
 import { artifactName, isFetched, modelLocation, modelSource, storageUriProblem } from '../core/model-source.js';
 import { FetchFailure, shown, type FailureKind } from './download.js';
 import type { NodeCache } from './node-cache.js';
-import { storeKeys, type StoreEnv } from './store-request.js';
+import { storeEnvProblem, storeKeys, type StoreEnv } from './store-request.js';
 
 export interface NodeServiceOptions {
   driver: string;
@@ -51,13 +51,13 @@ const codes: Record<FailureKind, status> = {
 
 /** A store's refusal keeps its kind in the code: 403 and 401 PERMISSION_DENIED, 404 NOT_FOUND. */
 function failureCode(f: FetchFailure): status {
-  if (f.kind === 'unavailable' && /: 40[13]\b/.test(f.message)) return status.PERMISSION_DENIED;
-  if (f.kind === 'unavailable' && /: 404\b/.test(f.message)) return status.NOT_FOUND;
+  if (f.httpStatus === 401 || f.httpStatus === 403) return status.PERMISSION_DENIED;
+  if (f.httpStatus === 404) return status.NOT_FOUND;
   return codes[f.kind];
 }
 
 const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
-const volumeIdPattern = /^[A-Za-z0-9._-]{1,128}$/;
+const volumeIdPattern = /^(?!\.{1,2}$)[A-Za-z0-9._-]{1,128}$/;
 
 /** The volume's attributes read, or why they cannot be used: fail closed on anything unexpected. */
 function volumeRequest(req: Request, podsDir: string) {
@@ -91,14 +91,19 @@ function targetOf(req: Request, podsDir: string): string {
   return target;
 }
 
-/** The Secret's store keys alone; one given without both keys says which is missing. */
+/**
+ * The Secret's store keys alone. One key without the other says which is missing; neither is an
+ * anonymous request (a public bucket, at the Secret's endpoint if it names one).
+ */
 function storeEnv(secrets: Record<string, string> | undefined, uri: string): StoreEnv {
   const env: StoreEnv = {};
   for (const key of storeKeys) if (secrets?.[key]) env[key] = secrets[key];
-  if (secrets && Object.keys(secrets).length > 0)
-    for (const key of ['AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY'] as const)
-      if (!env[key])
-        throw new Refused(status.FAILED_PRECONDITION, `${shown(uri)}: the storageSecret has no key ${key}`);
+  const pair = ['AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY'] as const;
+  const missing = pair.find((key) => !env[key]);
+  if (missing && pair.some((key) => env[key]))
+    throw new Refused(status.FAILED_PRECONDITION, `${shown(uri)}: the storageSecret has no key ${missing}`);
+  const problem = storeEnvProblem(env);
+  if (problem) throw new Refused(status.FAILED_PRECONDITION, `${shown(uri)}: the storageSecret: ${problem}`);
   return env;
 }
 
@@ -155,6 +160,8 @@ export function nodeService(o: NodeServiceOptions): {
   async function unpublish(req: Request): Promise<object> {
     if (!volumeIdPattern.test(req.volume_id ?? ''))
       throw new Refused(status.INVALID_ARGUMENT, 'a volume id it cannot use');
+    // A publish still under way (the kubelet gave up waiting for it) finishes first, then is undone.
+    await publishing.get(req.volume_id!)?.catch(() => undefined);
     await o.cache.unpublish(req.volume_id!, targetOf(req, podsDir));
     return {};
   }

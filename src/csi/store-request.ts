@@ -1,7 +1,10 @@
 // The request for an artifact's bytes from its store: https as it is, s3 signed with AWS Signature V4
 // (any S3-compatible store: path-style addressing on the Secret's endpoint). Credentials come from the
 // Pod's Secret, which the kubelet hands the plugin for one publish, and go nowhere but into the signature.
+import dns from 'node:dns';
+import net from 'node:net';
 import aws4 from 'aws4';
+import { Agent, type Dispatcher } from 'undici';
 import type { ModelSource } from '../core/model-source.js';
 
 export interface StoreRequest {
@@ -37,9 +40,75 @@ export const storeKeys = [
  * names another object, whatever it answers.
  */
 export function objectIdentity(source: Fetched, env: StoreEnv): string {
-  if (source.kind === 'https') return JSON.stringify(['https', source.uri]);
-  const region = env.AWS_REGION || env.AWS_DEFAULT_REGION || 'us-east-1';
-  return JSON.stringify(['s3', s3Endpoint(env, region).origin, source.bucket, source.key]);
+  // The very URL the bytes come from: an endpoint with a path of its own names another object.
+  const { url } = storeRequest(source, 0, env);
+  return JSON.stringify([source.kind, `${url.origin}${url.pathname}${url.search}`]);
+}
+
+/**
+ * Why a Secret's endpoint or region cannot be used, or undefined: an endpoint is an http(s) URL
+ * without credentials, query or fragment; a region is a plain name (it is part of AWS's host name).
+ */
+export function storeEnvProblem(env: StoreEnv): string | undefined {
+  for (const key of ['AWS_ENDPOINT_URL', 'AWS_ENDPOINT_URL_S3'] as const) {
+    const given = env[key];
+    if (!given) continue;
+    let url: URL;
+    try {
+      url = new URL(given);
+    } catch {
+      return `its ${key} is not a URL`;
+    }
+    if (!['http:', 'https:'].includes(url.protocol) || url.username || url.password || url.search || url.hash)
+      return `its ${key} must be an http:// or https:// URL without credentials, query or fragment`;
+  }
+  for (const key of ['AWS_REGION', 'AWS_DEFAULT_REGION'] as const)
+    if (env[key] && !/^[a-z0-9-]{1,32}$/.test(env[key])) return `its ${key} is not a region name`;
+  return undefined;
+}
+
+/** Link-local addresses: the cloud's instance metadata (and its credentials) answer there, never a store. */
+function linkLocal(address: string): boolean {
+  if (net.isIPv4(address)) return address.startsWith('169.254.');
+  const a = address.toLowerCase();
+  return /^fe[89ab][0-9a-f]:/.test(a) || a === 'fd00:ec2::254' || a.startsWith('::ffff:169.254.');
+}
+
+/** Refuses a store at a link-local address, named or resolved: a tenant's Secret must not reach the node's metadata. */
+export function refusedAddress(url: URL): string | undefined {
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  return net.isIP(host) && linkLocal(host) ? `${url.host} is a link-local address` : undefined;
+}
+
+/** The stores' connections: a name that resolves to a link-local address is refused too. */
+export const storeAgent: Dispatcher = new Agent({
+  connect: {
+    lookup: ((hostname: string, options: dns.LookupOptions, callback: (...args: unknown[]) => void) =>
+      dns.lookup(hostname, { ...options, all: true }, (err, addresses) => {
+        if (err) return callback(err);
+        const allowed = addresses.filter((a) => !linkLocal(a.address));
+        if (allowed.length === 0) return callback(new Error(`${hostname} resolves to a link-local address`));
+        return options.all ? callback(null, allowed) : callback(null, allowed[0]!.address, allowed[0]!.family);
+      })) as unknown as net.LookupFunction,
+  },
+});
+
+/** Up to `limit` bytes of an answer's body as text; the rest is never read (the connection is closed). */
+export async function boundedText(body: Dispatcher.ResponseData['body'], limit: number): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  try {
+    for await (const chunk of body) {
+      if (size >= limit) break;
+      chunks.push(chunk as Buffer);
+      size += (chunk as Buffer).length;
+    }
+  } catch {
+    // A body that broke off says what it said so far.
+  } finally {
+    body.destroy();
+  }
+  return Buffer.concat(chunks).subarray(0, limit).toString('utf8');
 }
 
 /**

@@ -30,8 +30,8 @@ const plugin = fileURLToPath(new URL('../../dist/src/csi-plugin.js', import.meta
 const dir = mkdtempSync(path.join(os.tmpdir(), 'mmo-csi-'));
 const kubeletDir = path.join(dir, 'kubelet');
 const cacheDir = path.join(dir, 'cache');
-const socket = path.join(kubeletDir, 'plugins', 'model-cache.stable.example.com', 'csi.sock');
-const registrationSocket = path.join(kubeletDir, 'plugins_registry', 'model-cache.stable.example.com-reg.sock');
+const socket = path.join(kubeletDir, 'plugins', 'model-cache', 'csi.sock');
+const registrationSocket = path.join(kubeletDir, 'plugins_registry', 'model-cache-reg.sock');
 const capacity = 96 * 2 ** 20;
 const processes: ManagedProcess[] = [];
 let store: ObjectStoreInfo;

@@ -8,6 +8,8 @@ import http from 'node:http';
 export class CountingProxy {
   bytes = 0;
   failNext = 0;
+  /** When set, only requests whose path contains it are answered 503 (other Pods share the proxy). */
+  failPath?: string;
   requests = 0;
   /** Bytes a second the store's answers are slowed to, when set. */
   throttle = 0;
@@ -23,7 +25,7 @@ export class CountingProxy {
     const server = http.createServer((req, res) => {
       const p = self!;
       p.requests++;
-      if (p.failNext > 0) {
+      if (p.failNext > 0 && (!p.failPath || req.url?.includes(p.failPath))) {
         p.failNext--;
         res.writeHead(503, { 'content-type': 'application/xml' });
         res.end('<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>');

@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import YAML from 'yaml';
 import { operatorImage } from '../images/catalog.js';
-import { realNodeName, realNodeNamespaceAnnotations } from './real-node.js';
+import { realNodeLabel, realNodeName, realNodeNamespaceAnnotations } from './real-node.js';
 import { kubectlRun, type StackInfo } from './stack.js';
 
 const repo = (p: string) => fileURLToPath(new URL(`../../${p}`, import.meta.url));
@@ -43,6 +43,8 @@ export function modelCachePatches(stack: StackInfo) {
           { op: 'replace', path: '/spec/template/spec/volumes/1/hostPath/path', value: node.modelCacheDir },
           // The stack's disk is the machine's: a cap of 1 GiB, which the tests fill on purpose.
           { op: 'add', path: `${container}/args/-`, value: `--cache-size=${localCacheSize}` },
+          // The real node only: the KWOK node runs no kubelet to register with.
+          { op: 'add', path: '/spec/template/spec/nodeSelector', value: { [realNodeLabel.key]: realNodeLabel.value } },
           // This machine's 2 CPUs are shared with the models and the tests.
           { op: 'replace', path: `${container}/resources/requests/cpu`, value: '10m' },
         ]),
