@@ -122,7 +122,8 @@ export function mountTrouble(message: string | undefined, pods: number): Contain
         kind: 'fetching',
         pods,
         container,
-        progress: /: (.*)$/.exec(words.replace(/^fetching [^\s]+ into the node's cache/, ''))?.[1],
+        // "fetching <uri> into the node's cache: 96.0 MiB of 256.0 MiB, 16.0 MiB/s" (a URI may hold spaces).
+        progress: /^fetching .* into the node's cache: (.*)$/.exec(words)?.[1],
       };
     case 'ResourceExhausted':
       return words.startsWith('QuotaExceeded: ')

@@ -41,6 +41,8 @@ export interface FetchOptions {
   progressEveryMs?: number;
   /** How many bytes the cache is asked for at a time when the size is unknown. */
   admitStep?: number;
+  /** The size the store said when asked (-1: it did not): asked for before a byte is requested. */
+  expectedSize?: number;
 }
 
 export interface FetchResult {
@@ -85,6 +87,9 @@ export async function fetchArtifact(o: FetchOptions): Promise<FetchResult> {
   const { source, env, admit, progressEveryMs = 2_000, admitStep = 16 * 2 ** 20 } = o;
   const files = { part: o.part, etag: `${o.part}.etag` };
   const uri = shown(source.uri);
+  // Refused before the request when the store said the size: not a byte of it crosses the network.
+  const early = o.expectedSize !== undefined && o.expectedSize >= 0 ? admit(o.expectedSize) : undefined;
+  if (early) throw new FetchFailure(early.reason, `${uri}: ${early.message}`);
   const etag = await readFile(files.etag, 'utf8').catch(() => '');
   // A part is resumed only with the ETag of the object it came from: without one it cannot be checked.
   if (!etag) await startOver(files);

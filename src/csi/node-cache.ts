@@ -262,6 +262,7 @@ export class NodeCache {
         part,
         env: a.env,
         admit: (bytes) => this.admit(id, a.namespace, bytes, a.quota),
+        expectedSize: a.seen.size,
         progress: (p) => (f.progress = p),
       });
       const entry = path.join(this.folder('entries'), result.sha256);

@@ -232,6 +232,28 @@ describe('ChangeFilter', () => {
     ).toBeUndefined();
   });
 
+  it('wakes a model when the kubelet cannot mount its model cache volume, but not for another volume', () => {
+    const f = new ChangeFilter();
+    f.observe('MachineModel', 'added', model());
+    const owner = { namespace: 'ns', name: 'm' };
+    const failed = (name: string, message: string) => ({
+      metadata: { name, namespace: 'ns', resourceVersion: '9' },
+      involvedObject: { kind: 'Pod', name: 'm-abc' },
+      reason: 'FailedMount',
+      message,
+    });
+    expect(
+      f.observeProbe(
+        'added',
+        failed('m-abc.m1', 'MountVolume.SetUp failed for volume "model-cache" : rpc error: code = NotFound desc = 404'),
+        owner,
+      ),
+    ).toMatchObject({ name: 'm', signal: 'reconcile' });
+    expect(
+      f.observeProbe('added', failed('m-abc.m2', 'MountVolume.SetUp failed for volume "config" : not found'), owner),
+    ).toBeUndefined();
+  });
+
   it('finds the owning model from the controller reference, else the instance label', () => {
     expect(modelKeyOf('Service', deployment({}))).toEqual({ namespace: 'ns', name: 'm' });
     expect(
