@@ -26,7 +26,11 @@ export interface ContainerStatusView {
 export interface PodHealthView {
   metadata?: { name?: string; deletionTimestamp?: unknown };
   spec?: { containers?: { name: string; resources?: { limits?: Record<string, string> } }[] };
-  status?: { containerStatuses?: ContainerStatusView[]; initContainerStatuses?: ContainerStatusView[] };
+  status?: {
+    containerStatuses?: ContainerStatusView[];
+    initContainerStatuses?: ContainerStatusView[];
+    conditions?: { type: string; status: string }[];
+  };
 }
 
 export type ContainerTrouble =
@@ -81,13 +85,18 @@ export function containerTroubles(pods: PodHealthView[]): ContainerTrouble | und
   return anyContainerTrouble(pods);
 }
 
-/** Pods whose containers wait for the runtime to create them: their volumes are not mounted yet. */
+/**
+ * Pods on a node whose containers the runtime has not created yet: waiting in ContainerCreating, or
+ * placed with no container status at all (the kubelet mounts volumes before it writes any).
+ */
 export function podsWaitingForVolumes(pods: PodHealthView[]): PodHealthView[] {
-  return pods.filter(
-    (p) =>
-      !p.metadata?.deletionTimestamp &&
-      (p.status?.containerStatuses ?? []).some((c) => c.state?.waiting?.reason === 'ContainerCreating'),
-  );
+  return pods.filter((p) => {
+    if (p.metadata?.deletionTimestamp) return false;
+    const statuses = p.status?.containerStatuses ?? [];
+    if (statuses.length === 0)
+      return p.status?.conditions?.some((c) => c.type === 'PodScheduled' && c.status === 'True');
+    return statuses.some((c) => c.state?.waiting?.reason === 'ContainerCreating');
+  });
 }
 
 /**

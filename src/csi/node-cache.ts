@@ -297,6 +297,8 @@ export class NodeCache {
       const kept = await sizeOf(part);
       this.state = release(this.state, id);
       if (kept > 0) this.state = holdLeftover(this.state, id, a.namespace, kept);
+      // The oldest refusal goes first: the memory is bounded, whatever tenants ask for.
+      if (this.refused.size >= 4096) this.refused.delete(this.refused.keys().next().value!);
       if (err instanceof FetchFailure && (err.kind === 'CacheFull' || err.kind === 'QuotaExceeded'))
         // A quota is one namespace's: its refusal is that namespace's alone.
         this.refused.set(err.kind === 'QuotaExceeded' ? `${id}/${a.namespace}` : id, {

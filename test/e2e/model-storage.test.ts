@@ -422,9 +422,9 @@ describe.skipIf(!stack.realNode)(
     it('resumes a 256 MiB fetch over a SIGKILLed plugin and operator: at most 1.1x sent, progress in the status', async () => {
       const big = paddedModel(256);
       const { uri, sha256 } = await putObject(store, 'big/v1/digits.joblib', big);
-      // Slowed to 8 MiB/s, so that the plugin reports progress and the kill lands halfway.
+      // Slowed to 4 MiB/s, so that the plugin reports progress (every 10 s here) and the kill lands halfway.
       const before = counted.bytes;
-      counted.throttle = 8 * 2 ** 20;
+      counted.throttle = 4 * 2 ** 20;
       try {
         k.apply(stored('big', uri, { sha256 }));
         const fetching = await saying('big', 'ModelFetching', 90_000);

@@ -151,6 +151,10 @@ describe("a model in storage whose volume the model cache's plugin cannot mount 
     expect(podsWaitingForVolumes([creating, { ...creating, metadata: { deletionTimestamp: 't' } }])).toEqual([
       creating,
     ]);
+    // Placed, and no container status yet: the kubelet mounts volumes first (seen: 35 s lost without it).
+    const placed: PodHealthView = { status: { conditions: [{ type: 'PodScheduled', status: 'True' }] } };
+    const unplaced: PodHealthView = { status: { conditions: [{ type: 'PodScheduled', status: 'False' }] } };
+    expect(podsWaitingForVolumes([placed, unplaced])).toEqual([placed]);
     expect(containerTroubles([creating])).toBeUndefined();
   });
 

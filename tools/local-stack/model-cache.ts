@@ -43,6 +43,8 @@ export function modelCachePatches(stack: StackInfo) {
           { op: 'replace', path: '/spec/template/spec/volumes/1/hostPath/path', value: node.modelCacheDir },
           // The stack's disk is the machine's: a cap of 1 GiB, which the tests fill on purpose.
           { op: 'add', path: `${container}/args/-`, value: `--cache-size=${localCacheSize}` },
+          // Progress in the model's status every 10 s of a fetch (the default is 30).
+          { op: 'add', path: `${container}/args/-`, value: '--publish-wait=10' },
           // The real node only: the KWOK node runs no kubelet to register with.
           { op: 'add', path: '/spec/template/spec/nodeSelector', value: { [realNodeLabel.key]: realNodeLabel.value } },
           // This machine's 2 CPUs are shared with the models and the tests.
