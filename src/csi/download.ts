@@ -9,7 +9,7 @@ import { createReadStream, createWriteStream } from 'node:fs';
 import { open, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { pipeline } from 'node:stream/promises';
 import { Transform } from 'node:stream';
-import { request } from 'undici';
+import { request, type Dispatcher } from 'undici';
 import { fetchFailureKind, type ModelSource } from '../core/model-source.js';
 import type { Refusal } from '../core/model-cache.js';
 import { boundedText, storeAgent, storeMessage, storeRequest, type StoreEnv } from './store-request.js';
@@ -84,17 +84,45 @@ async function startOver(files: PartFiles): Promise<void> {
 
 /** Fetches the artifact into its part, verified: the caller owns the part (one fetch per object at a time). */
 export async function fetchArtifact(o: FetchOptions): Promise<FetchResult> {
-  const { source, env, admit, progressEveryMs = 2_000, admitStep = 16 * 2 ** 20 } = o;
   const files = { part: o.part, etag: `${o.part}.etag` };
-  const uri = shown(source.uri);
+  const uri = shown(o.source.uri);
   // Refused before the request when the store said the size: not a byte of it crosses the network.
-  const early = o.expectedSize !== undefined && o.expectedSize >= 0 ? admit(o.expectedSize) : undefined;
+  const early = o.expectedSize !== undefined && o.expectedSize >= 0 ? o.admit(o.expectedSize) : undefined;
   if (early) throw new FetchFailure(early.reason, `${uri}: ${early.message}`);
   const etag = await readFile(files.etag, 'utf8').catch(() => '');
   // A part is resumed only with the ETag of the object it came from: without one it cannot be checked.
   if (!etag) await startOver(files);
-  let offset = await sizeOf(files.part);
-  const req = storeRequest(source, offset, env);
+  const answer = await ask(o, files, await sizeOf(files.part), etag);
+  if ('whole' in answer) return finish({ source: o.source, files, fetched: 0, resumed: answer.whole, etag });
+  const { res, start } = answer;
+  const newEtag = typeof res.headers.etag === 'string' ? res.headers.etag : '';
+  if (newEtag) await writeFile(files.etag, newEtag);
+  else await rm(files.etag, { force: true });
+  const length = Number(res.headers['content-length'] ?? NaN);
+  const total = Number.isFinite(length) ? start + length : undefined;
+  const refusal = o.admit(total ?? start + (o.admitStep ?? defaultAdmitStep));
+  if (refusal) {
+    res.body.destroy();
+    await startOver(files);
+    throw new FetchFailure(refusal.reason, `${uri}: ${refusal.message}`);
+  }
+  const received = await streamIntoPart(o, res, files, start, total);
+  if (total !== undefined && start + received !== total)
+    throw new FetchFailure('retrying', `${uri}: the store sent ${start + received} of ${total} bytes`);
+  return finish({ source: o.source, files, fetched: received, resumed: start, etag: newEtag });
+}
+
+const defaultAdmitStep = 16 * 2 ** 20;
+
+type Answer = { res: Dispatcher.ResponseData; start: number } | { whole: number };
+
+/**
+ * The store's answer to the GET from `offset` on: the bytes to append from `start` (0 when the store
+ * sent the whole object again), or the part is whole already. Anything else is a FetchFailure.
+ */
+async function ask(o: FetchOptions, files: PartFiles, offset: number, etag: string): Promise<Answer> {
+  const uri = shown(o.source.uri);
+  const req = storeRequest(o.source, offset, o.env);
   if (offset > 0) req.headers['If-Range'] = etag;
   const res = await request(req.url, {
     method: 'GET',
@@ -107,9 +135,9 @@ export async function fetchArtifact(o: FetchOptions): Promise<FetchResult> {
   });
   const range = contentRange(res.headers['content-range']);
   if (res.statusCode === 416 && offset > 0) {
-    await res.body.dump();
+    res.body.destroy();
     // Whole already (an attempt stopped after the last byte), if the store says the object is that long.
-    if (range.total === offset) return finish({ source, files, fetched: 0, resumed: offset, etag });
+    if (range.total === offset) return { whole: offset };
     await startOver(files);
     throw new FetchFailure(
       'retrying',
@@ -126,53 +154,56 @@ export async function fetchArtifact(o: FetchOptions): Promise<FetchResult> {
   }
   const newEtag = typeof res.headers.etag === 'string' ? res.headers.etag : '';
   if (res.statusCode === 206 && (range.start !== offset || newEtag !== etag)) {
-    await res.body.dump();
+    res.body.destroy();
     await startOver(files);
     throw new FetchFailure('retrying', `${uri}: the store resumed at another place or object; starting over`);
   }
-  // The store sent the whole artifact (it changed, or ignores ranges): start over.
-  if (res.statusCode === 200 && offset > 0) offset = 0;
-  if (newEtag) await writeFile(files.etag, newEtag);
-  else await rm(files.etag, { force: true });
-  const length = Number(res.headers['content-length'] ?? NaN);
-  const total = Number.isFinite(length) ? offset + length : undefined;
-  const resumed = offset;
-  const refusal = admit(total ?? offset + admitStep);
-  if (refusal) {
-    res.body.destroy();
-    await startOver(files);
-    throw new FetchFailure(refusal.reason, `${uri}: ${refusal.message}`);
-  }
-  let granted = total ?? offset + admitStep;
+  // A 200 is the whole artifact (it changed, or the store ignores ranges): it starts over.
+  return { res, start: res.statusCode === 200 ? 0 : offset };
+}
+
+/**
+ * Appends the answer's bytes to the part from `start`, asking the cache for every byte past what it
+ * granted: a store that streams without end, or sends more than it announced, is stopped there.
+ * Returns the bytes received.
+ */
+async function streamIntoPart(
+  o: FetchOptions,
+  res: Dispatcher.ResponseData,
+  files: PartFiles,
+  start: number,
+  total: number | undefined,
+): Promise<number> {
+  const uri = shown(o.source.uri);
+  const step = o.admitStep ?? defaultAdmitStep;
+  let granted = total ?? start + step;
   let received = 0;
-  const started = Date.now();
-  let lastLog = 0;
+  const began = Date.now();
+  let lastReport = 0;
   const progress = (force = false) => {
     const now = Date.now();
-    if (!force && now - lastLog < progressEveryMs) return;
-    lastLog = now;
-    const seconds = Math.max((now - started) / 1000, 0.001);
-    o.progress({ bytes: resumed + received, total, rate: Math.round(received / seconds), resumed });
+    if (!force && now - lastReport < (o.progressEveryMs ?? 2_000)) return;
+    lastReport = now;
+    const rate = Math.round(received / Math.max((now - began) / 1000, 0.001));
+    o.progress({ bytes: start + received, total, rate, resumed: start });
   };
   const count = new Transform({
     transform(chunk: Buffer, _enc, callback) {
       received += chunk.length;
-      // Past what the cache granted: more is asked for, or the fetch stops here (a store that lies
-      // about its length, or streams without end).
-      if (resumed + received > granted) {
-        granted = Math.max(resumed + received, granted + admitStep);
-        const more = total === undefined ? admit(granted) : { reason: 'CacheFull' as const, message: '' };
-        if (more)
-          return callback(
-            new FetchFailure(more.reason, more.message || `the store sent more than the ${total} bytes it announced`),
-          );
+      if (start + received > granted) {
+        granted = Math.max(start + received, granted + step);
+        const more =
+          total === undefined
+            ? o.admit(granted)
+            : { reason: 'unavailable' as const, message: `the store sent more than the ${total} bytes it announced` };
+        if (more) return callback(new FetchFailure(more.reason, more.message));
       }
       progress();
       callback(null, chunk);
     },
   });
   try {
-    await pipeline(res.body, count, createWriteStream(files.part, { flags: offset > 0 ? 'a' : 'w' }));
+    await pipeline(res.body, count, createWriteStream(files.part, { flags: start > 0 ? 'a' : 'w' }));
   } catch (err) {
     if (err instanceof FetchFailure) {
       await startOver(files);
@@ -180,13 +211,11 @@ export async function fetchArtifact(o: FetchOptions): Promise<FetchResult> {
     }
     throw new FetchFailure(
       'retrying',
-      `${uri}: the download broke off after ${resumed + received} bytes: ${(err as Error).message}`,
+      `${uri}: the download broke off after ${start + received} bytes: ${(err as Error).message}`,
     );
   }
   progress(true);
-  if (total !== undefined && resumed + received !== total)
-    throw new FetchFailure('retrying', `${uri}: the store sent ${resumed + received} of ${total} bytes`);
-  return finish({ source, files, fetched: received, resumed, etag: newEtag });
+  return received;
 }
 
 async function sha256Of(file: string): Promise<string> {

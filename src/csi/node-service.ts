@@ -107,54 +107,59 @@ function storeEnv(secrets: Record<string, string> | undefined, uri: string): Sto
   return env;
 }
 
+/** An administrator's quota that does not parse holds nothing rather than everything. */
+async function quotaOf(o: NodeServiceOptions, namespace: string): Promise<number | undefined> {
+  const q = parseQuota(await o.quotaOf(namespace));
+  if (q.invalid)
+    throw new Refused(status.RESOURCE_EXHAUSTED, `QuotaExceeded: namespace ${namespace}'s quota ${q.invalid}`);
+  return q.bytes;
+}
+
+/** NodePublishVolume: asked at the store with the Pod's Secret, found or fetched, bound read-only. */
+async function publish(o: NodeServiceOptions, req: Request, podsDir: string): Promise<object> {
+  const started = Date.now();
+  const v = volumeRequest(req, podsDir);
+  if (await o.cache.published(v.volume, v.target)) return {};
+  const env = storeEnv(req.secrets, v.source.uri);
+  const seen = await o.cache.probe(v.source, env);
+  const quota = await quotaOf(o, v.namespace);
+  const key = await o.cache.entryFor({ source: v.source, env, seen, namespace: v.namespace, quota }, o.waitMs);
+  if (!key) {
+    const p = o.cache.progressOf(v.source, env);
+    const done = p ? `: ${mib(p.bytes)}${p.total ? ` of ${mib(p.total)}` : ''}, ${mib(p.rate)}/s` : '';
+    throw new Refused(status.ABORTED, `fetching ${shown(v.source.uri)} into the node's cache${done}`);
+  }
+  await o.cache.publish({ key, ...v, quota, name: artifactName(v.source) });
+  const uri = shown(v.source.uri);
+  o.log({ msg: 'published', volume: v.volume, namespace: v.namespace, uri, sha256: key, ms: Date.now() - started });
+  return {};
+}
+
+/** How a failure is answered: its gRPC code, and a message for a person (the kubelet's FailedMount Event). */
+function answerOf(err: unknown): { code: status; details: string } {
+  const code = err instanceof Refused ? err.code : err instanceof FetchFailure ? failureCode(err) : status.INTERNAL;
+  const details =
+    err instanceof FetchFailure && codes[err.kind] === status.RESOURCE_EXHAUSTED
+      ? `${err.kind}: ${err.message}`
+      : (err as Error).message;
+  return { code, details };
+}
+
 export function nodeService(o: NodeServiceOptions): {
   identity: UntypedServiceImplementation;
   node: UntypedServiceImplementation;
 } {
-  async function quota(namespace: string): Promise<number | undefined> {
-    const q = parseQuota(await o.quotaOf(namespace));
-    // An administrator's quota that does not parse holds nothing rather than everything.
-    if (q.invalid)
-      throw new Refused(status.RESOURCE_EXHAUSTED, `QuotaExceeded: namespace ${namespace}'s quota ${q.invalid}`);
-    return q.bytes;
-  }
-
   const podsDir = `${path.resolve(o.kubeletDir, 'pods')}/`;
   /** Publishes under way, by volume: the kubelet asks again after its timeout, and waits for the first. */
   const publishing = new Map<string, Promise<object>>();
 
-  async function publishOnce(req: Request): Promise<object> {
+  function publishOnce(req: Request): Promise<object> {
     const volume = req.volume_id ?? '';
     const running = publishing.get(volume);
     if (running) return running;
-    const p = publish(req).finally(() => publishing.delete(volume));
+    const p = publish(o, req, podsDir).finally(() => publishing.delete(volume));
     publishing.set(volume, p);
     return p;
-  }
-
-  async function publish(req: Request): Promise<object> {
-    const started = Date.now();
-    const v = volumeRequest(req, podsDir);
-    if (await o.cache.published(v.volume, v.target)) return {};
-    const env = storeEnv(req.secrets, v.source.uri);
-    const seen = await o.cache.probe(v.source, env);
-    const q = await quota(v.namespace);
-    const key = await o.cache.entryFor({ source: v.source, env, seen, namespace: v.namespace, quota: q }, o.waitMs);
-    if (!key) {
-      const p = o.cache.progressOf(v.source, env);
-      const done = p ? `: ${mib(p.bytes)}${p.total ? ` of ${mib(p.total)}` : ''}, ${mib(p.rate)}/s` : '';
-      throw new Refused(status.ABORTED, `fetching ${shown(v.source.uri)} into the node's cache${done}`);
-    }
-    await o.cache.publish({ key, ...v, quota: q, name: artifactName(v.source) });
-    o.log({
-      msg: 'published',
-      volume: v.volume,
-      namespace: v.namespace,
-      uri: shown(v.source.uri),
-      sha256: key,
-      ms: Date.now() - started,
-    });
-    return {};
   }
 
   async function unpublish(req: Request): Promise<object> {
@@ -175,15 +180,15 @@ export function nodeService(o: NodeServiceOptions): {
         .then(
           (answer) => callback(null, answer),
           (err: unknown) => {
-            const code =
-              err instanceof Refused ? err.code : err instanceof FetchFailure ? failureCode(err) : status.INTERNAL;
-            const message =
-              err instanceof FetchFailure && codes[err.kind] === status.RESOURCE_EXHAUSTED
-                ? `${err.kind}: ${err.message}`
-                : (err as Error).message;
-            if (code !== status.ABORTED)
-              o.log({ msg: 'refused', code: status[code], message, volume: call.request.volume_id });
-            callback({ code, details: message });
+            const answer = answerOf(err);
+            if (answer.code !== status.ABORTED)
+              o.log({
+                msg: 'refused',
+                code: status[answer.code],
+                message: answer.details,
+                volume: call.request.volume_id,
+              });
+            callback(answer);
           },
         );
     };

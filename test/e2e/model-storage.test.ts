@@ -152,6 +152,21 @@ const ready = (name: string, namespace = ns) =>
     240_000,
   );
 
+/** What a person would look at when a model does not say what it should: its status, Pods' Events, the plugin's log. */
+function diagnose(name: string): string {
+  const events = kubectlRun(stack, ['get', 'events', '-n', ns, '--field-selector', 'involvedObject.kind=Pod']);
+  return [
+    JSON.stringify(phaseAndReady(name)),
+    kubectlRun(stack, ['get', 'pods', '-n', ns, '-o', 'wide']),
+    events
+      .split('\n')
+      .filter((l) => l.includes(name))
+      .slice(-15)
+      .join('\n'),
+    pluginLog().split('\n').slice(-15).join('\n'),
+  ].join('\n');
+}
+
 /** Waits until the model's status says `reason` (within `ms` of now), and returns what it says. */
 async function saying(name: string, reason: string, ms = 60_000) {
   const since = Date.now();
@@ -162,7 +177,9 @@ async function saying(name: string, reason: string, ms = 60_000) {
       return r.reason === reason ? r : undefined;
     },
     ms,
-  );
+  ).catch((err: Error) => {
+    throw new Error(`${err.message}\n${diagnose(name)}`);
+  });
   console.log(`${name}: ${reason} ${Date.now() - since} ms after the apply: ${s.message}`);
   return s;
 }
@@ -439,7 +456,7 @@ describe.skipIf(!stack.realNode)(
         );
         await operator.kill();
         // This stack's plugin process, as the node runs it: SIGKILL, and the kubelet starts it again.
-        execFileSync('pkill', ['-KILL', '-f', `--cache-dir=${stack.realNode!.modelCacheDir}`]);
+        execFileSync('pkill', ['-KILL', '-f', '--', `--cache-dir=${stack.realNode!.modelCacheDir}`]);
         counted.throttle = 0;
         operator = startOperator();
         await ready('big');

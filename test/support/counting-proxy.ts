@@ -35,13 +35,18 @@ export class CountingProxy {
         { host: target.hostname, port: target.port, path: req.url, method: req.method, headers: req.headers },
         (r) => {
           res.writeHead(r.statusCode ?? 502, r.headers);
+          // Not pipe(): its 'drain' resumes the store's answer early, and the throttle would not hold.
           r.on('data', (chunk: Buffer) => {
             p.bytes += chunk.length;
-            if (!p.throttle) return;
+            const flowing = res.write(chunk);
+            if (flowing && !p.throttle) return;
             r.pause();
-            setTimeout(() => r.resume(), (chunk.length / p.throttle) * 1000);
+            let waits = flowing ? 1 : 2;
+            const go = () => --waits === 0 && r.resume();
+            setTimeout(go, p.throttle ? (chunk.length / p.throttle) * 1000 : 0);
+            if (!flowing) res.once('drain', go);
           });
-          r.pipe(res);
+          r.on('end', () => res.end());
           // A client gone (a killed fetcher) stops the transfer, as a store's connection would.
           res.on('close', () => r.destroy());
         },
