@@ -466,6 +466,18 @@ describe.skipIf(!stack.realNode)(
         );
         expect(sent / big.length).toBeLessThanOrEqual(1.1);
         expect(pluginLog()).toContain('fetched and verified');
+        // The kill was real: the kubelet started the plugin's container again.
+        const restarts = kubectlRun(stack, [
+          'get',
+          'pods',
+          '-n',
+          modelCacheNamespace,
+          '-l',
+          'app.kubernetes.io/name=model-cache',
+          '-o',
+          'jsonpath={.items[*].status.containerStatuses[*].restartCount}',
+        ]);
+        expect(Number(restarts.trim().split(' ')[0])).toBeGreaterThanOrEqual(1);
         await remove('big');
       } finally {
         counted.throttle = 0;
