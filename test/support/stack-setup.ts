@@ -58,6 +58,14 @@ export default async function setup(project: TestProject) {
   await sweepAbandoned();
   const stateDir = process.env.MMO_TEST_STACK_DIR ?? path.join(cacheRoot, `${prefix}${process.pid}`);
   const stack = await upRetryingPortRace(() => up({ stateDir, ports: 'auto', fresh: true, objectStore: false }));
+  // Where the real node can run (Linux, root: .ci/run sets this there), its tests must not be skipped.
+  if (process.env.MMO_REQUIRE_REAL_NODE === '1' && !stack.realNode) {
+    await down(stateDir, !process.env.MMO_TEST_STACK_DIR);
+    throw new Error(
+      `MMO_REQUIRE_REAL_NODE=1, and the stack has no real node (${stack.simulatedOnly ?? 'none started'}): ` +
+        "the real node's tests would be skipped. Free it (npm run stack:down) or unset MMO_REQUIRE_REAL_NODE.",
+    );
+  }
   project.provide('stack', stack);
   const prebuild = prebuildSlowComponents();
   return async () => {
