@@ -157,31 +157,29 @@ export class KubeClient {
   }
 
   /** The kubelet's latest "Readiness probe failed: ..." for a Pod; best effort (undefined when none or not allowed). */
-  async lastProbeFailure(namespace: string, pod: string): Promise<string | undefined> {
-    try {
-      this.reads.apiserver++;
-      const events = await this.core.listNamespacedEvent({
-        namespace,
-        fieldSelector: `involvedObject.kind=Pod,involvedObject.name=${pod},reason=Unhealthy`,
-      });
-      const latest = events.items
-        .filter((e) => e.message?.startsWith('Readiness probe'))
-        .sort((a, b) => eventTime(b) - eventTime(a))[0];
-      return latest?.message?.trim();
-    } catch {
-      return undefined;
-    }
+  lastProbeFailure(namespace: string, pod: string): Promise<string | undefined> {
+    return this.latestPodEvent(namespace, pod, 'Unhealthy', (m) => m.startsWith('Readiness probe'));
   }
 
   /** The kubelet's latest FailedMount message for a Pod; best effort (undefined when none or not allowed). */
-  async lastMountFailure(namespace: string, pod: string): Promise<string | undefined> {
+  lastMountFailure(namespace: string, pod: string): Promise<string | undefined> {
+    return this.latestPodEvent(namespace, pod, 'FailedMount', () => true);
+  }
+
+  private async latestPodEvent(
+    namespace: string,
+    pod: string,
+    reason: string,
+    wanted: (message: string) => boolean,
+  ): Promise<string | undefined> {
     try {
       this.reads.apiserver++;
       const events = await this.core.listNamespacedEvent({
         namespace,
-        fieldSelector: `involvedObject.kind=Pod,involvedObject.name=${pod},reason=FailedMount`,
+        fieldSelector: `involvedObject.kind=Pod,involvedObject.name=${pod},reason=${reason}`,
       });
-      return events.items.sort((a, b) => eventTime(b) - eventTime(a))[0]?.message?.trim();
+      const latest = events.items.filter((e) => wanted(e.message ?? '')).sort((a, b) => eventTime(b) - eventTime(a))[0];
+      return latest?.message?.trim();
     } catch {
       return undefined;
     }

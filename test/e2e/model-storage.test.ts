@@ -10,7 +10,6 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
-import http from 'node:http';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
@@ -25,10 +24,11 @@ import {
 } from '../../tools/local-stack/object-store.js';
 import { realNodeName } from '../../tools/local-stack/real-node.js';
 import { digitsRequest, sampleDigits } from '../../tools/local-stack/sample-digits.js';
-import { ensureModelCache, modelCacheNamespace } from '../../tools/local-stack/model-cache.js';
+import { ensureModelCache, modelCacheNamespace, modelCachePods } from '../../tools/local-stack/model-cache.js';
 import { kubectlRun, startStackObjectStore } from '../../tools/local-stack/stack.js';
 import { CaddyProcess } from '../support/caddy-under-test.js';
 import { CountingProxy } from '../support/counting-proxy.js';
+import { startEndlessStore } from '../support/endless-store.js';
 import { conditionOf, kubectlFor } from '../support/cluster.js';
 import { eventually } from '../support/eventually.js';
 import { mmctlFor } from '../support/mmctl.js';
@@ -361,22 +361,8 @@ describe.skipIf(!stack.realNode)(
     }, 180_000);
 
     it("refuses an artifact over the namespace's quota and a store that streams without end, each within 60 s, the cache under its cap", async () => {
-      const endless = http.createServer((req, res) => {
-        if (req.headers.range === 'bytes=0-0') {
-          res.writeHead(206, { etag: '"endless"', 'content-range': 'bytes 0-0/1' });
-          return res.end('x');
-        }
-        res.writeHead(200, { etag: '"endless"' });
-        const chunk = Buffer.alloc(2 ** 20);
-        const more = () => {
-          while (res.write(chunk));
-        };
-        res.on('drain', more);
-        res.on('close', () => res.off('drain', more));
-        more();
-      });
-      await new Promise<void>((resolve) => endless.listen(0, stack.realNode!.nodeIp, resolve));
-      const endlessUrl = `http://${stack.realNode!.nodeIp}:${(endless.address() as { port: number }).port}`;
+      const endless = await startEndlessStore(stack.realNode!.nodeIp);
+      const endlessUrl = endless.endpoint;
       try {
         kubectlRun(stack, ['annotate', 'namespace', quotaNs, 'stable.example.com/model-cache-quota=4Mi']);
         k.apply(storeSecret({ ...store, podEndpoint: counted.endpoint }, quotaNs, 'store'));
@@ -416,8 +402,7 @@ describe.skipIf(!stack.realNode)(
         expect(evicted.trim()).toBe('');
         await remove('endless');
       } finally {
-        endless.closeAllConnections();
-        endless.close();
+        endless.stop();
         kubectlRun(stack, ['delete', 'machinemodel', '-n', quotaNs, '--all', '--wait=false']);
       }
     }, 240_000);
@@ -467,16 +452,7 @@ describe.skipIf(!stack.realNode)(
         expect(sent / big.length).toBeLessThanOrEqual(1.1);
         expect(pluginLog()).toContain('fetched and verified');
         // The kill was real: the kubelet started the plugin's container again.
-        const restarts = kubectlRun(stack, [
-          'get',
-          'pods',
-          '-n',
-          modelCacheNamespace,
-          '-l',
-          'app.kubernetes.io/name=model-cache',
-          '-o',
-          'jsonpath={.items[*].status.containerStatuses[*].restartCount}',
-        ]);
+        const restarts = modelCachePods(stack, 'jsonpath={.items[*].status.containerStatuses[*].restartCount}');
         expect(Number(restarts.trim().split(' ')[0])).toBeGreaterThanOrEqual(1);
         await remove('big');
       } finally {

@@ -6,7 +6,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -24,6 +23,7 @@ import {
 import { kubectlRun } from '../../tools/local-stack/stack.js';
 import { stopProcess, type ManagedProcess } from '../../tools/local-stack/processes.js';
 import { CountingProxy } from '../support/counting-proxy.js';
+import { startEndlessStore } from '../support/endless-store.js';
 
 const stack = inject('stack');
 const plugin = fileURLToPath(new URL('../../dist/src/csi-plugin.js', import.meta.url));
@@ -231,41 +231,23 @@ describe.skipIf(!stack.realNode)("the model cache's CSI node plugin, driven as t
   });
 
   it('stops a store that streams without end at the cap, keeps the cache under it, and does not fetch it again', async () => {
-    let sent = 0;
-    let requests = 0;
-    const endless = http.createServer((req, res) => {
-      requests++;
-      if (req.headers.range === 'bytes=0-0') {
-        res.writeHead(206, { etag: '"endless"', 'content-range': 'bytes 0-0/1' });
-        return res.end('x');
-      }
-      res.writeHead(200, { etag: '"endless"' });
-      const chunk = Buffer.alloc(2 ** 20);
-      const more = () => {
-        for (let ok = true; ok; sent += chunk.length) ok = res.write(chunk);
-      };
-      res.on('drain', more);
-      res.on('close', () => res.off('drain', more));
-      more();
-    });
-    await new Promise<void>((resolve) => endless.listen(0, '127.0.0.1', resolve));
-    const endpoint = `http://127.0.0.1:${(endless.address() as { port: number }).port}`;
+    const endless = await startEndlessStore();
+    const endpoint = endless.endpoint;
     try {
       const started = Date.now();
       const p = publish('s3://models/endless/model.bin', namespaces.b, { secrets: secrets(undefined, endpoint) });
       await expect(p.done).rejects.toMatchObject({ code: 8, details: expect.stringMatching(/^CacheFull: /) });
       console.log(
-        `an endless store: refused after ${Date.now() - started} ms and ${sent} bytes; cache ${cacheBytes()} bytes`,
+        `an endless store: refused after ${Date.now() - started} ms and ${endless.sent} bytes; cache ${cacheBytes()} bytes`,
       );
       expect(cacheBytes()).toBeLessThanOrEqual(capacity);
-      const asked = requests;
+      const asked = endless.requests;
       const again = publish('s3://models/endless/model.bin', namespaces.b, { secrets: secrets(undefined, endpoint) });
       await expect(again.done).rejects.toMatchObject({ code: 8 });
       // Only the one-byte question: the refusal stands without a byte fetched.
-      expect(requests - asked).toBe(1);
+      expect(endless.requests - asked).toBe(1);
     } finally {
-      endless.closeAllConnections();
-      endless.close();
+      endless.stop();
     }
   }, 120_000);
 

@@ -96,18 +96,15 @@ export async function ensureModelCache(stack: StackInfo, log: (line: string) => 
     ]);
     if (drivers.split(' ').includes(modelCacheDriver)) return;
     if (Date.now() > deadline) {
-      const pods = kubectlRun(stack, [
-        'get',
-        'pods',
-        '-n',
-        modelCacheNamespace,
-        '-l',
-        'app.kubernetes.io/name=model-cache',
-        '-o',
-        'wide',
-      ]);
+      const pods = modelCachePods(stack, 'wide');
       throw new Error(`the kubelet did not register ${modelCacheDriver} within 120 s:\n${pods}`);
     }
     await sleep(1_000);
   }
+}
+
+/** The plugin's Pods, as `kubectl get -o <output>` shows them. */
+export function modelCachePods(stack: StackInfo, output: string): string {
+  const selector = 'app.kubernetes.io/name=model-cache';
+  return kubectlRun(stack, ['get', 'pods', '-n', modelCacheNamespace, '-l', selector, '-o', output]);
 }
