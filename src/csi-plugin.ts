@@ -67,7 +67,8 @@ async function main(): Promise<void> {
     log,
   });
   const { Identity, Node } = csiServices();
-  // Short names: a Unix socket's path has at most 107 bytes, and the kubelet's folder may be long.
+  // Short names: a Unix socket's path has at most 107 bytes, and the kubelet's folder may be long
+  // (the local stack's is about 73 characters).
   const csiSocket = path.join(flags.kubeletDir, 'plugins', 'model-cache', 'csi.sock');
   await mkdir(path.dirname(csiSocket), { recursive: true });
   const csi = await serveOnSocket(csiSocket, [
@@ -77,7 +78,7 @@ async function main(): Promise<void> {
   // Registered last: the kubelet calls the CSI socket as soon as it reads the registration.
   const registry = path.join(flags.kubeletDir, 'plugins_registry');
   await mkdir(registry, { recursive: true });
-  const registration = await serveOnSocket(path.join(registry, 'model-cache-reg.sock'), [
+  const registration = await serveOnSocket(path.join(registry, 'model-cache.sock'), [
     [
       registrationService(),
       {

@@ -55,6 +55,9 @@ export async function serveOnSocket(
   socket: string,
   services: [grpc.ServiceDefinition, grpc.UntypedServiceImplementation][],
 ): Promise<grpc.Server> {
+  // sun_path holds 108 bytes with its NUL: a longer path fails to bind with a bare EINVAL.
+  if (Buffer.byteLength(socket) > 107)
+    throw new Error(`the socket path ${socket} is ${Buffer.byteLength(socket)} bytes, more than a Unix socket's 107`);
   await rm(socket, { force: true });
   const server = new grpc.Server();
   for (const [definition, implementation] of services) server.addService(definition, implementation);

@@ -31,7 +31,7 @@ const dir = mkdtempSync(path.join(os.tmpdir(), 'mmo-csi-'));
 const kubeletDir = path.join(dir, 'kubelet');
 const cacheDir = path.join(dir, 'cache');
 const socket = path.join(kubeletDir, 'plugins', 'model-cache', 'csi.sock');
-const registrationSocket = path.join(kubeletDir, 'plugins_registry', 'model-cache-reg.sock');
+const registrationSocket = path.join(kubeletDir, 'plugins_registry', 'model-cache.sock');
 const capacity = 192 * 2 ** 20;
 const processes: ManagedProcess[] = [];
 let store: ObjectStoreInfo;

@@ -97,7 +97,8 @@ export async function ensureModelCache(stack: StackInfo, log: (line: string) => 
     if (drivers.split(' ').includes(modelCacheDriver)) return;
     if (Date.now() > deadline) {
       const pods = modelCachePods(stack, 'wide');
-      throw new Error(`the kubelet did not register ${modelCacheDriver} within 120 s:\n${pods}`);
+      const log = kubectlRun(stack, ['logs', '-n', modelCacheNamespace, 'daemonset/model-cache', '--tail=5']).trim();
+      throw new Error(`the kubelet did not register ${modelCacheDriver} within 120 s:\n${pods}\n${log}`);
     }
     await sleep(1_000);
   }
