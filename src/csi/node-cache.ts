@@ -127,6 +127,11 @@ export class NodeCache {
         if (m.ok) cache.state = m.state;
       } else await cache.forget(volume);
     }
+    // Views of publishes a kill cut short before their record: no Pod started on them (the kubelet
+    // publishes again, and a mount left at its target is taken down first), and their hard links
+    // would keep evicted bytes on disk.
+    for (const volume of await readdir(cache.folder('views')))
+      if (!mountedEntry(cache.state, volume)) await rm(path.join(cache.folder('views'), volume), { recursive: true });
     setInterval(
       () => void cache.sweepParts().catch((err: Error) => o.log({ msg: 'sweeping parts failed', err: err.message })),
       60_000,

@@ -424,6 +424,10 @@ describe.skipIf(!stack.realNode)(
     it('resumes a 256 MiB fetch over a SIGKILLed plugin and operator: at most 1.1x sent, progress in the status', async () => {
       const big = paddedModel(256);
       const { uri, sha256 } = await putObject(store, 'big/v1/digits.joblib', big);
+      // A model that runs through the kill: its mount must outlive the plugin's restart.
+      const sample = store.sampleModel!;
+      k.apply(stored('steady', sample.uri, { sha256: sample.sha256 }));
+      await ready('steady');
       // Slowed to 4 MiB/s, so that the plugin reports progress (every 10 s here) and the kill lands halfway.
       const before = counted.bytes;
       counted.throttle = 4 * 2 ** 20;
@@ -454,7 +458,12 @@ describe.skipIf(!stack.realNode)(
         // The kill was real: the kubelet started the plugin's container again.
         const restarts = modelCachePods(stack, 'jsonpath={.items[*].status.containerStatuses[*].restartCount}');
         expect(Number(restarts.trim().split(' ')[0])).toBeGreaterThanOrEqual(1);
-        await remove('big');
+        // The restarted plugin kept the running model's mount: it still reads its model.
+        const [steadyPod] = k.list<PodView>('pods', ns, 'app.kubernetes.io/instance=steady');
+        const listed = kubectlRun(stack, ['exec', '-n', ns, steadyPod!.metadata.name, '--', 'ls', '/mnt/models']);
+        expect(listed.trim()).toBe('digits.joblib');
+        expect(await predict('steady')).toMatchObject({ outputs: [{ data: [0, 1] }] });
+        await remove('big', 'steady');
       } finally {
         counted.throttle = 0;
       }
