@@ -80,15 +80,36 @@ export function refusedAddress(url: URL): string | undefined {
   return net.isIP(host) && linkLocal(host) ? `${url.host} is a link-local address` : undefined;
 }
 
+type Addresses = dns.LookupAddress[];
+
+/**
+ * A store's addresses, remembered: fresh for a minute (every mount asks its store, and a node's DNS
+ * under load has taken 5–10 s to answer here), and used for 10 minutes more when the resolver fails.
+ */
+const resolved = new Map<string, { at: number; addresses: Addresses }>();
+const freshMs = 60_000;
+const staleMs = 600_000;
+
+function lookupStore(hostname: string, callback: (err: Error | null, addresses?: Addresses) => void): void {
+  const known = resolved.get(hostname);
+  if (known && Date.now() - known.at < freshMs) return callback(null, known.addresses);
+  dns.lookup(hostname, { all: true }, (err, addresses) => {
+    if (err) return known && Date.now() - known.at < staleMs ? callback(null, known.addresses) : callback(err);
+    const allowed = addresses.filter((a) => !linkLocal(a.address));
+    if (allowed.length === 0) return callback(new Error(`${hostname} resolves to a link-local address`));
+    if (resolved.size >= 1024) resolved.delete(resolved.keys().next().value!);
+    resolved.set(hostname, { at: Date.now(), addresses: allowed });
+    return callback(null, allowed);
+  });
+}
+
 /** The stores' connections: a name that resolves to a link-local address is refused too. */
 export const storeAgent: Dispatcher = new Agent({
   connect: {
     lookup: ((hostname: string, options: dns.LookupOptions, callback: (...args: unknown[]) => void) =>
-      dns.lookup(hostname, { ...options, all: true }, (err, addresses) => {
-        if (err) return callback(err);
-        const allowed = addresses.filter((a) => !linkLocal(a.address));
-        if (allowed.length === 0) return callback(new Error(`${hostname} resolves to a link-local address`));
-        return options.all ? callback(null, allowed) : callback(null, allowed[0]!.address, allowed[0]!.family);
+      lookupStore(hostname, (err, addresses) => {
+        if (err || !addresses) return callback(err);
+        return options.all ? callback(null, addresses) : callback(null, addresses[0]!.address, addresses[0]!.family);
       })) as unknown as net.LookupFunction,
   },
 });
