@@ -414,6 +414,18 @@ describe.skipIf(!stack.realNode)(
         const s = await saying('refused', 'PodsRefused');
         expect(s.phase).toBe('Failed');
         expect(s.message).toMatch(/exceeded quota: no-pods/);
+        // And an Event on the model, in the apiserver's words.
+        const events = kubectlRun(stack, [
+          'get',
+          'events',
+          '-n',
+          ns,
+          '--field-selector',
+          'involvedObject.kind=MachineModel,involvedObject.name=refused,reason=PodsRefused',
+          '-o',
+          'jsonpath={.items[*].message}',
+        ]);
+        expect(events).toMatch(/exceeded quota: no-pods/);
       } finally {
         kubectlRun(stack, ['delete', 'quota', 'no-pods', '-n', ns]);
       }

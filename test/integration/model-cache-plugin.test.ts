@@ -210,6 +210,19 @@ describe.skipIf(!stack.realNode)("the model cache's CSI node plugin, driven as t
     await expect(publish(uri, namespaces.b, { sha256, secrets: anonymous }).done).rejects.toMatchObject({ code: 7 });
   });
 
+  it('gives a namespace deleted and made again under its name nothing of the old one: it asks the store as anyone does', async () => {
+    const { uri, sha256 } = await putObject(store, 'reborn/model.bin', randomBytes(2 ** 20));
+    const old = await published(uri, namespaces.a, { sha256 });
+    await unpublish(old.volume, old.target);
+    kubectlRun(stack, ['delete', 'namespace', namespaces.a, '--wait=true', '--timeout=60s']);
+    kubectlRun(stack, ['create', 'namespace', namespaces.a]);
+    const wrong = secrets({ accessKeyId: 'NOTAKEY', secretAccessKey: 'not-a-secret' });
+    await expect(publish(uri, namespaces.a, { sha256, secrets: wrong }).done).rejects.toMatchObject({ code: 7 });
+    // Nothing on the node is named by a namespace.
+    for (const folder of ['entries', 'objects', 'parts', 'views', 'mounts'])
+      for (const name of readdirSync(path.join(cacheDir, folder))) expect(name).not.toContain(namespaces.a);
+  });
+
   it("never serves another object's bytes to a tenant that names their sum with an object of its own", async () => {
     const secret = randomBytes(2 ** 20);
     const victim = await putObject(store, 'victim/model.bin', secret);
