@@ -273,7 +273,20 @@ export async function cleanUpRealNode(node: RealNodeInfo, processes: ManagedProc
 
 function createBridge(node: RealNodeInfo): void {
   const ip = (...args: string[]) => execFileSync('ip', args, { stdio: ['ignore', 'ignore', 'pipe'] });
-  ip('link', 'add', node.bridge, 'type', 'bridge');
+  // An address of its own: a bridge without one takes its lowest port's, so it changed whenever a
+  // Pod's veth came or went, and the other Pods' ARP entries for the node's IP went stale. Their
+  // packets to it (DNS, the object store, a test's proxy) were then lost for seconds: seen as 10 s
+  // connect timeouts and DNS that did not answer, right after another Pod was deleted.
+  const mac = createHash('sha256').update(node.bridge).digest().subarray(0, 5);
+  ip(
+    'link',
+    'add',
+    node.bridge,
+    'address',
+    `02:${[...mac].map((b) => b.toString(16).padStart(2, '0')).join(':')}`,
+    'type',
+    'bridge',
+  );
   ip('addr', 'add', `${node.nodeIp}/24`, 'dev', node.bridge);
   ip('link', 'set', node.bridge, 'up');
 }
