@@ -9,7 +9,6 @@ import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chmod, link, mkdir, readdir, readFile, rename, rm, rmdir, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { request } from 'undici';
 import {
   complete,
   emptyCache,
@@ -23,26 +22,13 @@ import {
   type CacheState,
   type Refusal,
 } from '../core/model-cache.js';
-import { fetchFailureKind, type ModelSource } from '../core/model-source.js';
+import type { ModelSource } from '../core/model-source.js';
 import { fetchArtifact, FetchFailure, shown } from './download.js';
+import type { ObjectSeen } from './store-question.js';
 import { bindReadOnly, isMounted, unmount, type MountCommands } from './mounts.js';
-import {
-  boundedText,
-  objectIdentity,
-  refusedAddress,
-  storeAgent,
-  storeMessage,
-  storeRequest,
-  type StoreEnv,
-} from './store-request.js';
+import { objectIdentity, type StoreEnv } from './store-request.js';
 
 export type Fetched = Extract<ModelSource, { kind: 's3' | 'https' }>;
-
-/** What the store says of an object to the Pod's credentials: it serves it, this long, with this ETag. */
-export interface ObjectSeen {
-  etag: string;
-  size: number;
-}
 
 export interface FetchProgress {
   bytes: number;
@@ -146,42 +132,6 @@ export class NodeCache {
 
   get used(): number {
     return usedBytes(this.state);
-  }
-
-  /**
-   * Asks the store, with the Pod's own credentials, whether it serves the object: a one-byte read,
-   * whose answer carries its ETag and size. A refusal is the store's own words.
-   */
-  async probe(source: Fetched, env: StoreEnv): Promise<ObjectSeen> {
-    const req = storeRequest(source, 0, env, 0);
-    const refused = refusedAddress(req.url);
-    if (refused) throw new FetchFailure('unavailable', `${shown(source.uri)}: the store is not asked: ${refused}`);
-    const res = await request(req.url, {
-      method: 'GET',
-      dispatcher: storeAgent,
-      headers: req.headers,
-      headersTimeout: 15_000,
-      bodyTimeout: 15_000,
-      // The whole question, however slowly a store answers it.
-      signal: AbortSignal.timeout(30_000),
-    }).catch((err: unknown) => {
-      throw new FetchFailure('retrying', `${shown(source.uri)}: cannot reach the store: ${(err as Error).message}`);
-    });
-    const etag = typeof res.headers.etag === 'string' ? res.headers.etag : '';
-    const total = /\/(\d+)$/.exec(String(res.headers['content-range'] ?? ''))?.[1];
-    const ok = res.statusCode === 206 || res.statusCode === 200 || (res.statusCode === 416 && total === '0');
-    // The store's answer is the tenant's to choose: a few KiB of it at most (a refusal's words), never
-    // a body a store that ignores the Range streams without end.
-    const body = await boundedText(res.body, ok ? 0 : 16 * 1024);
-    // A size the store does not say is -1: such an object is never found again, only fetched.
-    const size = (n: unknown) => (Number.isSafeInteger(Number(n)) && Number(n) >= 0 ? Number(n) : -1);
-    if (res.statusCode === 206 || (res.statusCode === 416 && total === '0')) return { etag, size: size(total) };
-    if (res.statusCode === 200) return { etag, size: size(res.headers['content-length']) };
-    throw new FetchFailure(
-      fetchFailureKind(res.statusCode),
-      `${shown(source.uri)}: ${storeMessage(res.statusCode, body)}`,
-      res.statusCode,
-    );
   }
 
   /**

@@ -10,6 +10,7 @@ import { parseQuota } from '../core/model-cache.js';
 import { artifactName, isFetched, modelLocation, modelSource, storageUriProblem } from '../core/model-source.js';
 import { FetchFailure, shown, type FailureKind } from './download.js';
 import type { NodeCache } from './node-cache.js';
+import { askStore } from './store-question.js';
 import { storeEnvProblem, storeKeys, type StoreEnv } from './store-request.js';
 
 export interface NodeServiceOptions {
@@ -121,7 +122,7 @@ async function publish(o: NodeServiceOptions, req: Request, podsDir: string): Pr
   const v = volumeRequest(req, podsDir);
   if (await o.cache.published(v.volume, v.target)) return {};
   const env = storeEnv(req.secrets, v.source.uri);
-  const seen = await o.cache.probe(v.source, env);
+  const seen = await askStore(v.source, env);
   const quota = await quotaOf(o, v.namespace);
   const key = await o.cache.entryFor({ source: v.source, env, seen, namespace: v.namespace, quota }, o.waitMs);
   if (!key) {
