@@ -3,8 +3,7 @@
 // operator's install, the only writer of the node's cache. It registers with the kubelet through
 // the plugin-registration socket and serves the CSI Identity and Node services for ephemeral
 // inline volumes of driver `model-cache.stable.example.com`.
-import { statfs } from 'node:fs/promises';
-import { mkdir } from 'node:fs/promises';
+import { mkdir, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { Command, InvalidArgumentError } from 'commander';

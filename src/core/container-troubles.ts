@@ -80,11 +80,6 @@ const cannotStartReasons: ReadonlySet<string> = new Set([
 
 type Found = { pod: PodHealthView; status: ContainerStatusView };
 
-/** The most serious trouble among the live Pods, or undefined when every container is ready or starting. */
-export function containerTroubles(pods: PodHealthView[]): ContainerTrouble | undefined {
-  return anyContainerTrouble(pods);
-}
-
 /**
  * Pods on a node whose containers the runtime has not created yet: waiting in ContainerCreating, or
  * placed with no container status at all (the kubelet mounts volumes before it writes any).
@@ -149,7 +144,8 @@ export function mountTrouble(message: string | undefined, pods: number): Contain
   }
 }
 
-function anyContainerTrouble(pods: PodHealthView[]): ContainerTrouble | undefined {
+/** The most serious trouble among the live Pods, or undefined when every container is ready or starting. */
+export function containerTroubles(pods: PodHealthView[]): ContainerTrouble | undefined {
   const live = pods.filter((p) => !p.metadata?.deletionTimestamp);
   const all: Found[] = live.flatMap((pod) =>
     [...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])].map((status) => ({

@@ -6,6 +6,7 @@
 // whole size of each entry its Pods mount and of each fetch it started, so a tenant's quota bounds
 // what it holds however the entries are shared. Room is made by evicting the least recently used
 // entries that no Pod mounts; an entry a Pod mounts is never evicted.
+import { parseQuantity } from './validation.js';
 
 export interface CacheEntry {
   size: number;
@@ -183,10 +184,10 @@ export function mountedEntry(s: CacheState, volume: string): string | undefined 
  */
 export function parseQuota(text: string | undefined): { bytes?: number; invalid?: string } {
   if (text === undefined || text.trim() === '') return {};
-  const m = /^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)?$/.exec(text.trim());
-  if (!m) return { invalid: `"${text}" is not a byte quantity (for example 10Gi)` };
-  const unit = { Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, k: 1e3, M: 1e6, G: 1e9, T: 1e12 };
-  return { bytes: Math.floor(Number(m[1]) * (m[2] ? unit[m[2] as keyof typeof unit] : 1)) };
+  const bytes = parseQuantity(text.trim());
+  if (bytes === undefined || !Number.isFinite(bytes) || bytes < 0)
+    return { invalid: `"${text}" is not a byte quantity (for example 10Gi)` };
+  return { bytes: Math.floor(bytes) };
 }
 
 /** The annotation on a Namespace that bounds what its Pods may hold in each node's model cache. */

@@ -37,12 +37,21 @@ export interface FetchOptions {
   /** Asked before the part grows to `bytes` (the whole size when the store said it): a refusal stops the fetch. */
   admit: (bytes: number) => Refusal | undefined;
   /** How far it has come, as often as `progressEveryMs`. */
-  progress: (p: { bytes: number; total?: number; rate: number; resumed: number }) => void;
+  progress: (p: FetchProgress) => void;
   progressEveryMs?: number;
   /** How many bytes the cache is asked for at a time when the size is unknown. */
   admitStep?: number;
   /** The size the store said when asked (-1: it did not): asked for before a byte is requested. */
   expectedSize?: number;
+}
+
+/** How far a fetch has come: bytes in the part, the whole size when the store said it, bytes a second. */
+export interface FetchProgress {
+  bytes: number;
+  total?: number;
+  rate: number;
+  /** Bytes an earlier attempt had left, resumed from. */
+  resumed: number;
 }
 
 export interface FetchResult {

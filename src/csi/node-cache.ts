@@ -23,18 +23,12 @@ import {
   type Refusal,
 } from '../core/model-cache.js';
 import type { ModelSource } from '../core/model-source.js';
-import { fetchArtifact, FetchFailure, shown } from './download.js';
+import { fetchArtifact, FetchFailure, shown, type FetchProgress } from './download.js';
 import type { ObjectSeen } from './store-question.js';
 import { bindReadOnly, isMounted, unmount, type MountCommands } from './mounts.js';
 import { objectIdentity, type StoreEnv } from './store-request.js';
 
 export type Fetched = Extract<ModelSource, { kind: 's3' | 'https' }>;
-
-export interface FetchProgress {
-  bytes: number;
-  total?: number;
-  rate: number;
-}
 
 interface Fetching {
   done: Promise<string>;
@@ -128,10 +122,6 @@ export class NodeCache {
       used: usedBytes(cache.state),
     });
     return cache;
-  }
-
-  get used(): number {
-    return usedBytes(this.state);
   }
 
   /**

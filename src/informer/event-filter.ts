@@ -29,8 +29,8 @@ export interface WatchedObject {
 }
 
 /** A probe that failed, or the model cache's volume that the kubelet could not mount: news for the model. */
-const wakesModel = (message: string | undefined) =>
-  !!message && (message.startsWith('Readiness probe failed') || message.includes(`for volume "${cacheVolumeName}"`));
+const wakesModel = (message: string) =>
+  message.startsWith('Readiness probe failed') || message.includes(`for volume "${cacheVolumeName}"`);
 
 /** What of a kubelet's `Unhealthy` or `FailedMount` Event about a Pod the filter reads. */
 export interface ProbeEventView {

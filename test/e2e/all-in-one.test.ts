@@ -10,7 +10,13 @@ import { fileURLToPath } from 'node:url';
 import YAML from 'yaml';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { request } from '../../activities/gateway/http.js';
-import { caddyImage, misbehavingModelImage, operatorImage, temporalImage } from '../../tools/images/catalog.js';
+import {
+  caddyImage,
+  misbehavingModelImage,
+  nameAndTag,
+  operatorImage,
+  temporalImage,
+} from '../../tools/images/catalog.js';
 import { realNodeName, realNodeNamespaceAnnotations } from '../../tools/local-stack/real-node.js';
 import { digitsRequest, sampleDigits } from '../../tools/local-stack/sample-digits.js';
 import { modelCachePatches } from '../../tools/local-stack/model-cache.js';
@@ -27,9 +33,6 @@ const overlay = path.join(stack.stateDir, `all-in-one-${randomUUID().slice(0, 8)
 let ns: string;
 const kubectl = (...args: string[]) => kubectlRun(stack, args);
 
-/** "name:tag" as kustomize's images field takes it. */
-const imageName = (ref: string) => ref.split(/:(?=[^:/]+$)/) as [string, string];
-
 const requestCpu = (kind: string, name: string) => ({
   target: { kind, name },
   patch: YAML.stringify([
@@ -41,8 +44,8 @@ const requestCpu = (kind: string, name: string) => ({
 function writeOverlay(): void {
   mkdirSync(overlay, { recursive: true });
   const image = (from: string, to: string) => {
-    const [newName, newTag] = imageName(to);
-    return { name: imageName(from)[0], newName, newTag };
+    const [newName, newTag] = nameAndTag(to);
+    return { name: nameAndTag(from)[0], newName, newTag };
   };
   const annotate = (name: string) => ({
     target: { kind: 'Namespace', name },

@@ -192,3 +192,6 @@ export const allImages: Image[] = [
   temporalImage,
   caddyImage,
 ];
+
+/** An image reference as kustomize's `images` field takes it: [name, tag]. */
+export const nameAndTag = (ref: string) => ref.split(/:(?=[^:/]+$)/) as [string, string];

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import YAML from 'yaml';
-import { operatorImage } from '../images/catalog.js';
+import { nameAndTag, operatorImage } from '../images/catalog.js';
 import { realNodeLabel, realNodeName, realNodeNamespaceAnnotations } from './real-node.js';
 import { kubectlRun, type StackInfo } from './stack.js';
 
@@ -16,9 +16,6 @@ export const modelCacheDriver = 'model-cache.stable.example.com';
 export const modelCacheNamespace = 'machinemodel-system';
 export const localCacheSize = '1Gi';
 
-/** "name:tag" as kustomize's images field takes it. */
-const imageName = (ref: string) => ref.split(/:(?=[^:/]+$)/) as [string, string];
-
 /**
  * Patches that put deploy/model-cache's DaemonSet on this stack's node: its folders and image.
  * Shared with the all-in-one test's overlay, which installs the same DaemonSet with the operator.
@@ -26,8 +23,8 @@ const imageName = (ref: string) => ref.split(/:(?=[^:/]+$)/) as [string, string]
 export function modelCachePatches(stack: StackInfo) {
   const node = stack.realNode;
   if (!node) throw new Error('the model cache needs the real node');
-  const [newName, newTag] = imageName(operatorImage.ref);
-  const [name] = imageName(operatorImage.aliases![0]!);
+  const [newName, newTag] = nameAndTag(operatorImage.ref);
+  const [name] = nameAndTag(operatorImage.aliases![0]!);
   const container = '/spec/template/spec/containers/0';
   return {
     images: [{ name, newName, newTag }],
