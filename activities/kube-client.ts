@@ -161,9 +161,12 @@ export class KubeClient {
     return this.latestPodEvent(namespace, pod, 'Unhealthy', (m) => m.startsWith('Readiness probe'));
   }
 
-  /** The kubelet's latest FailedMount message for a Pod; best effort (undefined when none or not allowed). */
+  /**
+   * The kubelet's latest FailedMount message for a Pod, if it said it in the last 10 minutes (it says
+   * it again at each try while the mount fails: an older one is a failure that passed); best effort.
+   */
   lastMountFailure(namespace: string, pod: string): Promise<string | undefined> {
-    return this.latestPodEvent(namespace, pod, 'FailedMount', () => true);
+    return this.latestPodEvent(namespace, pod, 'FailedMount', () => true, Date.now() - 600_000);
   }
 
   private async latestPodEvent(
@@ -171,6 +174,7 @@ export class KubeClient {
     pod: string,
     reason: string,
     wanted: (message: string) => boolean,
+    since = 0,
   ): Promise<string | undefined> {
     try {
       this.reads.apiserver++;
@@ -178,7 +182,9 @@ export class KubeClient {
         namespace,
         fieldSelector: `involvedObject.kind=Pod,involvedObject.name=${pod},reason=${reason}`,
       });
-      const latest = events.items.filter((e) => wanted(e.message ?? '')).sort((a, b) => eventTime(b) - eventTime(a))[0];
+      const latest = events.items
+        .filter((e) => wanted(e.message ?? '') && eventTime(e) >= since)
+        .sort((a, b) => eventTime(b) - eventTime(a))[0];
       return latest?.message?.trim();
     } catch {
       return undefined;

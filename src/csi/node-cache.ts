@@ -157,8 +157,9 @@ export class NodeCache {
     try {
       key = await Promise.race([f.done, late]);
     } catch (err) {
-      // Another namespace's quota is not this Pod's: its own fetch comes at the kubelet's next try.
-      if (err instanceof FetchFailure && err.kind === 'QuotaExceeded' && f.namespace !== a.namespace)
+      // Another namespace's failure (its quota, its credentials) is not this Pod's: this Pod's store
+      // answered its own question, and its own fetch comes at the kubelet's next try.
+      if (f.namespace !== a.namespace)
         throw new FetchFailure('retrying', `${shown(a.source.uri)}: another Pod's fetch of this object stopped`);
       throw err;
     } finally {

@@ -68,10 +68,16 @@ export function storeEnvProblem(env: StoreEnv): string | undefined {
 }
 
 /** Link-local addresses: the cloud's instance metadata (and its credentials) answer there, never a store. */
+const linkLocalAddresses = new net.BlockList();
+linkLocalAddresses.addSubnet('169.254.0.0', 16, 'ipv4');
+linkLocalAddresses.addSubnet('fe80::', 10, 'ipv6');
+linkLocalAddresses.addAddress('fd00:ec2::254', 'ipv6');
+// The IPv4 ones written as IPv6 (BlockList maps ::ffff:a.b.c.d itself): IPv4-compatible and NAT64.
+linkLocalAddresses.addSubnet('::a9fe:0', 112, 'ipv6');
+linkLocalAddresses.addSubnet('64:ff9b::a9fe:0', 112, 'ipv6');
+
 function linkLocal(address: string): boolean {
-  if (net.isIPv4(address)) return address.startsWith('169.254.');
-  const a = address.toLowerCase();
-  return /^fe[89ab][0-9a-f]:/.test(a) || a === 'fd00:ec2::254' || a.startsWith('::ffff:169.254.');
+  return linkLocalAddresses.check(address, net.isIPv4(address) ? 'ipv4' : 'ipv6');
 }
 
 /** Refuses a store at a link-local address, named or resolved: a tenant's Secret must not reach the node's metadata. */

@@ -29,6 +29,16 @@ describe("an object's identity in the node's cache", () => {
   it("never asks the node's metadata service", () => {
     expect(refusedAddress(new URL('http://169.254.169.254/latest'))).toMatch(/link-local/);
     expect(refusedAddress(new URL('http://[fd00:ec2::254]/'))).toMatch(/link-local/);
+    // The same address written as IPv6 (helper-3's review: the URL parser writes it in hex).
+    for (const host of [
+      '[::ffff:169.254.169.254]',
+      '[::ffff:a9fe:a9fe]',
+      '[::a9fe:a9fe]',
+      '[64:ff9b::a9fe:a9fe]',
+      '[fe80::1]',
+    ])
+      expect(refusedAddress(new URL(`http://${host}/`))).toMatch(/link-local/);
+    expect(refusedAddress(new URL('http://[::ffff:10.0.0.1]/'))).toBeUndefined();
     expect(refusedAddress(new URL('http://10.0.0.1:8333/'))).toBeUndefined();
   });
 });
