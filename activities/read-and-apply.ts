@@ -7,8 +7,7 @@ import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import type { StepFailure } from '../src/core/failures.js';
 import { appliesWithRead, reportsWithApply } from '../src/core/lifecycle.js';
 import {
-  decideProgress,
-  progressOnSight,
+  progressOfRound,
   type FollowedProgress,
   type ProgressConfig,
   type ProgressDecision,
@@ -65,12 +64,8 @@ export function readAndApplyActivity(steps: Steps) {
     context: ReportContext,
   ): Promise<ReadAndApplyResult['reported']> {
     const { readiness } = applied;
-    const progress = decideProgress(
-      progressOnSight(context.followed, { uid: model.ref.uid, generation: model.generation }),
-      isReady(readiness),
-      context.now,
-      context.config,
-    );
+    const seen = { uid: model.ref.uid, generation: model.generation };
+    const progress = progressOfRound(context.followed, seen, isReady(readiness), context.now, context.config);
     if (!reportsWithApply(model, applied, progress.verdict)) return undefined;
     const input: WriteStatusInput = {
       generation: model.generation,

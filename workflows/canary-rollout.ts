@@ -85,6 +85,8 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
     workflowInfo().parent?.workflowId ??
     // Nobody would carry out its asks: a rollout started by hand (or forged) ends at once.
     fail(`a rollout runs only as its model's workflow's child (${label})`);
+  // Names this rollout in its reports: the model's workflow takes only those of the run it started.
+  const sender = { workflowId: workflowInfo().workflowId, firstRunId: workflowInfo().firstExecutionRunId };
   /** What this rollout last asked of the model's round, and the round's last answer. */
   let want: CanaryWant | undefined = input.resumed?.want;
   let answered: { seq: number; weight: number } | undefined;
@@ -151,6 +153,7 @@ export async function canaryRolloutWorkflow(input: CanaryRolloutInput): Promise<
     reported = now;
     reportedAt = Date.now();
     await getExternalWorkflowHandle(parentWorkflowId).signal(rolloutReportSignal, {
+      from: sender,
       view: v,
       ...(want ? { want } : {}),
       ...(result ? { result } : {}),

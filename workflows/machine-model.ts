@@ -131,9 +131,8 @@ function handleMessages(
   });
   setHandler(resyncSignal, () => ask());
   setHandler(rolloutReportSignal, (report) => {
-    rollouts.onReport(report);
     state.signals++;
-    loop.asked = true;
+    if (rollouts.onReport(report)) loop.asked = true;
   });
   setHandler(deletedSignal, ({ uid }) => ask(uid));
   setHandler(moveSignal, (request) => {

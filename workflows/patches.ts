@@ -64,6 +64,20 @@ export const patches = {
     addedIn: '0.3.0',
     stage: 'patched',
   },
+  'reports-bound-to-run': {
+    workflow: 'machineModelWorkflow',
+    guards:
+      'a rollout report counts only when it names the recorded rollout run and that rollout still runs; an ignored report costs no round (one for an ended rollout could move the stable Deployment)',
+    addedIn: '0.3.0',
+    stage: 'patched',
+  },
+  'invalid-spec-withdraws-canary': {
+    workflow: 'machineModelWorkflow',
+    guards:
+      "a round that finds the spec invalid cancels the running rollout, takes the canary's share off the route and removes the canary (the canary kept its share forever)",
+    addedIn: '0.3.0',
+    stage: 'patched',
+  },
   'look-asks-again': {
     workflow: 'canaryRolloutWorkflow',
     guards:

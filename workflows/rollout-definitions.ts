@@ -5,6 +5,7 @@ import type { ModelRef, RolloutSpec } from '../src/core/api.js';
 import type { Revision } from '../src/core/rollout.js';
 import type { CanaryWant } from '../src/core/canary-state.js';
 import type { MachineState } from '../src/core/rollout-machine.js';
+import type { ReportSender } from '../src/core/rollout-reports.js';
 
 export const rolloutWorkflowType = 'canaryRolloutWorkflow';
 
@@ -56,6 +57,8 @@ export interface RolloutView {
 /** What the model's workflow keeps of its latest rollout, across continue-as-new. */
 export interface RolloutState {
   workflowId: string;
+  /** The rollout's first run: only its reports count (src/core/rollout-reports.ts). */
+  runId?: string;
   revision: Revision;
   stable: Revision;
   running: boolean;
@@ -95,11 +98,17 @@ export const pauseUpdate = defineUpdate<RolloutView, [RolloutCommand]>('pause');
 export const resumeUpdate = defineUpdate<RolloutView, [RolloutCommand]>('resume');
 
 /**
- * From a rollout to its model's workflow: how it stands (each step, pause, resume), what it asks of
- * the model's round (the canary's size and share), and at the end how it ended.
+ * From a rollout to its model's workflow: which rollout run sends it, how it stands (each step, pause,
+ * resume), what it asks of the model's round (the canary's size and share), and at the end how it ended.
  */
-export const rolloutReportSignal =
-  defineSignal<[{ view: RolloutView; want?: CanaryWant; result?: RolloutResult }]>('rolloutReport');
+export interface RolloutReport {
+  /** Absent in reports of 0.2.0's rollouts. */
+  from?: ReportSender;
+  view: RolloutView;
+  want?: CanaryWant;
+  result?: RolloutResult;
+}
+export const rolloutReportSignal = defineSignal<[RolloutReport]>('rolloutReport');
 
 /** From the model's round to its rollout: the ask it answered, and the canary's share as the round set it. */
 export const canaryAnsweredSignal = defineSignal<[{ seq: number; weight: number }]>('canaryAnswered');

@@ -16,6 +16,7 @@ import type { ApplyResult, ModelSnapshot } from '../activities/index.js';
 import type { RolloutStatus } from '../src/core/api.js';
 import { canaryShare, canaryUpkeep, type CanaryWant, type RoundRollout } from '../src/core/canary-state.js';
 import { revisionName, sameRevision, type Revision } from '../src/core/rollout.js';
+import { judgeReport } from '../src/core/rollout-reports.js';
 import { isReady } from '../src/core/status.js';
 import type { CarriedState } from './definitions.js';
 import type { canaryRolloutWorkflow } from './canary-rollout.js';
@@ -24,14 +25,14 @@ import {
   canaryAnsweredSignal,
   rolloutWorkflowId,
   rolloutWorkflowType,
-  type RolloutResult,
+  type RolloutReport,
   type RolloutState,
-  type RolloutView,
 } from './rollout-definitions.js';
 import { localFirst as kubeStep } from './steps.js';
 
 const canaryRollouts: PatchId = 'canary-rollouts';
 const rolloutKnownBeforeStart: PatchId = 'rollout-known-before-start';
+const reportsBoundToRun: PatchId = 'reports-bound-to-run';
 
 /** What the round's status says of a rollout. */
 export interface RolloutFollowUp {
@@ -42,10 +43,22 @@ export interface RolloutFollowUp {
 }
 
 export function rolloutSteps(state: Pick<CarriedState, 'rollout' | 'canaryShare'>, readyDeadlineSeconds: number) {
-  /** A report from the rollout: kept for the next round's status; the promoted revision becomes stable. */
-  function onReport(report: { view: RolloutView; want?: CanaryWant; result?: RolloutResult }) {
+  /**
+   * A report from the rollout: kept for the next round's status; the promoted revision becomes stable.
+   * True when it was taken, so a round must follow.
+   */
+  function onReport(report: RolloutReport): boolean {
     const r = state.rollout;
-    if (!r || !sameRevision(r.revision, report.view.revision)) return;
+    if (patched(reportsBoundToRun)) {
+      const verdict = judgeReport(r, report);
+      if (!verdict.take) return false;
+      if (verdict.bindRunId) r!.runId = verdict.bindRunId;
+    } else if (!r || !sameRevision(r.revision, report.view.revision)) return true;
+    take(r!, report);
+    return true;
+  }
+
+  function take(r: RolloutState, report: RolloutReport) {
     r.view = report.view;
     if (r.running && report.want) {
       // The latest ask counts (signals come in order), answered at the end of the next round, even
@@ -117,7 +130,7 @@ export function rolloutSteps(state: Pick<CarriedState, 'rollout' | 'canaryShare'
     if (knownFirst) state.rollout = recorded;
     let adopted = false;
     try {
-      await startChild<typeof canaryRolloutWorkflow>(rolloutWorkflowType, {
+      const child = await startChild<typeof canaryRolloutWorkflow>(rolloutWorkflowType, {
         workflowId,
         args: [
           {
@@ -132,6 +145,7 @@ export function rolloutSteps(state: Pick<CarriedState, 'rollout' | 'canaryShare'
         // The rollout outlives a continue-as-new of the model's workflow; it reports by signal.
         parentClosePolicy: ParentClosePolicy.ABANDON,
       });
+      recorded.runId = child.firstExecutionRunId;
     } catch (err) {
       // This revision's rollout runs already (this workflow was reset, or lost its state): follow it.
       if (!(err instanceof WorkflowExecutionAlreadyStartedError)) {
@@ -210,7 +224,12 @@ export function rolloutSteps(state: Pick<CarriedState, 'rollout' | 'canaryShare'
     return cancelRunning('the model is being deleted');
   }
 
-  return { onReport, promoted, follow, share, keepCanary, forget };
+  /** The canary's objects removed, whatever the rollout: once its share is off the route. */
+  async function removeCanary(ref: ModelSnapshot['ref']): Promise<string[]> {
+    return (await kubeStep('syncCanary', 'remove the canary', { ref })).changes;
+  }
+
+  return { onReport, promoted, follow, share, keepCanary, forget, cancel: cancelRunning, removeCanary };
 }
 
 /** Tells the rollout what the round set; false when it is no longer running. */

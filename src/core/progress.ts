@@ -65,3 +65,18 @@ export function progressOnSight(followed: FollowedProgress, seen: { uid: string;
   if (followed.uid !== seen.uid || followed.lastGeneration !== seen.generation) return { notReadyChecks: 0 };
   return { progressStartedAt: followed.progressStartedAt, notReadyChecks: followed.notReadyChecks };
 }
+
+/**
+ * Whether the round's model is progressing, Ready or past its deadline, and when to look again: the
+ * one progress decision of a round, made by the workflow's round, or by its read step when that step
+ * writes the status too (activities/read-and-apply.ts).
+ */
+export function progressOfRound(
+  followed: FollowedProgress,
+  seen: { uid: string; generation: number },
+  ready: boolean,
+  nowMs: number,
+  cfg: ProgressConfig,
+): ProgressDecision {
+  return decideProgress(progressOnSight(followed, seen), ready, nowMs, cfg);
+}

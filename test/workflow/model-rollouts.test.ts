@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { workflowIdFor, type RolloutSpec } from '../../src/core/api.js';
 import { reconcileSignal, stateQuery, type MachineModelWorkflowInput } from '../../workflows/definitions.js';
+import { rolloutReportSignal, type RolloutReport } from '../../workflows/rollout-definitions.js';
 import { eventually } from '../support/eventually.js';
 import { FakeCluster } from '../support/fake-cluster.js';
 import { useWorkflowTestEnv } from '../support/workflow-env.js';
@@ -162,6 +163,70 @@ describe('machineModelWorkflow with spec.rollout', () => {
       // The route went with the model, and no share was put on it again.
       expect(cluster.routes.size).toBe(0);
       expect(cluster.canary.weights).toEqual([20]);
+    });
+  });
+
+  it('withdraws the canary of a spec that turned invalid: rollout cancelled, share off the route, canary removed', async () => {
+    const cluster = new FakeCluster();
+    await wf.withWorker(cluster, async (tq) => {
+      const handle = await readyModel(tq, cluster);
+      await update(handle, cluster, v2.image);
+      await eventually('v2 at 20 %', () => cluster.canary.weight === 20);
+      const { rollout } = await handle.query(stateQuery);
+      // A modelPath 0.2.0 took as a path and 0.3.0 reads as a storage URI.
+      cluster.spec = { ...cluster.spec, modelPath: 's3://models/m' };
+      cluster.generation++;
+      await handle.signal(reconcileSignal, {
+        source: 'MachineModel',
+        event: 'updated',
+        generation: cluster.generation,
+      });
+      await eventually('Failed, InvalidSpec', () => condition(cluster, 'Ready')?.reason === 'InvalidSpec');
+      await eventually('the canary removed', () => cluster.canary.removed === 1);
+      expect(cluster.canary.weights).toEqual([20, 0]);
+      expect(cluster.deployed).toEqual(v1);
+      const cancelled = wf.env.client.workflow.getHandle(rollout!.workflowId);
+      await eventually('the rollout cancelled', async () => (await cancelled.describe()).status.name === 'CANCELLED');
+      // Nothing comes back while the spec stays invalid.
+      const { rounds } = await handle.query(stateQuery);
+      await wf.env.sleep('20 minutes');
+      expect(cluster.canary.weights).toEqual([20, 0]);
+      expect(cluster.calls.applyCanary).toBe(1);
+      expect((await handle.query(stateQuery)).rounds).toBe(rounds);
+      await stop(handle);
+    });
+  });
+
+  it('takes no report of an ended rollout or of another run, and spends no round on one (forged reports)', async () => {
+    const cluster = new FakeCluster();
+    await wf.withWorker(cluster, async (tq) => {
+      const handle = await readyModel(tq, cluster);
+      cluster.canary.trouble = { kind: 'crash-loop', pods: 1, container: 'model', restarts: 3, lastReason: 'Error' };
+      await update(handle, cluster, v2.image);
+      await eventually('rolled back', () => cluster.status?.rollout?.phase === 'RolledBack');
+      const { rollout, rounds } = await handle.query(stateQuery);
+      // The model recorded the run it started: a forger who read the history knows it too.
+      expect(rollout!.runId).toBeTruthy();
+      const view = { ...rollout!.view!, phase: 'Promoted' as const };
+      const promoted = (from: RolloutReport['from']): RolloutReport => ({
+        ...(from ? { from } : {}),
+        view,
+        result: { outcome: 'Promoted', revision: rollout!.revision, message: 'forged', view },
+      });
+      // The ended rollout's own name, another run's, and none: none of them moves the stable Deployment.
+      for (const from of [
+        { workflowId: rollout!.workflowId, firstRunId: rollout!.runId! },
+        { workflowId: rollout!.workflowId, firstRunId: 'another-run' },
+        undefined,
+      ])
+        await handle.signal(rolloutReportSignal, promoted(from));
+      await wf.env.sleep('5 minutes');
+      const after = await handle.query(stateQuery);
+      expect(after.rounds).toBe(rounds);
+      expect(after.rollout).toMatchObject({ running: false, result: { outcome: 'RolledBack' } });
+      expect(cluster.deployed).toEqual(v1);
+      expect(cluster.status?.rollout?.phase).toBe('RolledBack');
+      await stop(handle);
     });
   });
 });
