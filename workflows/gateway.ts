@@ -35,7 +35,8 @@ export interface GatewayContext {
   waitForSignal(seconds: number, summary: string): Promise<void>;
 }
 
-export function gatewaySteps(ctx: GatewayContext) {
+/** The model's route on the gateway, as its rounds see it: publish it, remove it, forget a previous object's. */
+export function modelGateway(ctx: GatewayContext) {
   const { state } = ctx;
   const gatewayStep = <K extends 'registerRoute' | 'unregisterRoute'>(
     name: K,

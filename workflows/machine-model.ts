@@ -38,6 +38,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { WriteStatusInput } from '../activities/index.js';
+import type { Round } from './model-round.js';
 import type { ModelRef, Phase } from '../src/core/api.js';
 import { defaultWorkflowConfig, jitteredSeconds, type WorkflowConfig } from '../src/core/reconcile-timing.js';
 import { roundResultOf } from '../src/core/round-result.js';
@@ -59,13 +60,13 @@ import {
   type RoundOutcome,
   type WorkflowStateView,
 } from './definitions.js';
-import { gatewaySteps } from './gateway.js';
+import { modelGateway } from './gateway.js';
 import { modelRound } from './model-round.js';
 import type { PatchId } from './patches.js';
 import { rolloutReportSignal } from './rollout-definitions.js';
-import { rolloutSteps } from './rollouts.js';
+import { ModelRollouts } from './rollouts.js';
 import { phaseAttribute } from './search-attributes.js';
-import { localFirst as kubeStep } from './steps.js';
+import { kubeStep } from './steps.js';
 
 const runAgeBound: PatchId = 'run-age-bound';
 const moveToShardQueue: PatchId = 'move-to-shard-queue';
@@ -113,12 +114,7 @@ function forgetWakes(loop: LoopState): void {
   loop.events = [];
 }
 
-function handleMessages(
-  state: CarriedState,
-  loop: LoopState,
-  view: () => WorkflowStateView,
-  rollouts: ReturnType<typeof rolloutSteps>,
-) {
+function handleMessages(state: CarriedState, loop: LoopState, view: () => WorkflowStateView, rollouts: ModelRollouts) {
   const foreign = (uid?: string) => !uid || uid !== state.uid;
   const ask = (uid?: string) => {
     state.signals++;
@@ -152,7 +148,43 @@ function handleMessages(
   });
 }
 
+/** One run of a model's workflow: what its loop, its rounds and its message handlers share. */
+interface Run {
+  input: MachineModelWorkflowInput;
+  label: string;
+  cfg: WorkflowConfig;
+  state: CarriedState;
+  loop: LoopState;
+  /** What the last round saw and ran, for the Web UI's summaries and current details. */
+  seen: { readiness?: string; image?: string };
+  reconcile: () => Promise<Round>;
+  nextCheckSeconds: number;
+  roundsThisRun: number;
+  lastRoundEndedAt: number;
+}
+
 export async function machineModelWorkflow(input: MachineModelWorkflowInput): Promise<RoundOutcome> {
+  const run = startRun(input);
+  const { state, loop } = run;
+  for (;;) {
+    const waitEnds = await waitForWork(run);
+    if (loop.moveTo !== undefined && !pending(run)) await moveWhenQuiet(run, waitEnds);
+    const outcome = await runRound(run);
+    if (outcome.finished) return finish(run, outcome);
+    if (dueToContinue(run)) {
+      // A reconcileNow waiting for the next round would wait for it forever here: it runs first.
+      if (!allHandlersFinished() && (pending(run) || roundAwaited(run)) && patched(answerBeforeContinue)) {
+        loop.asked = true;
+        continue;
+      }
+      await condition(allHandlersFinished);
+      return continueOnQueue(run)({ ...input, state, dirty: pending(run), nextCheckSeconds: run.nextCheckSeconds });
+    }
+  }
+}
+
+/** The run's state, its message handlers, and the round it runs with its steps. */
+function startRun(input: MachineModelWorkflowInput): Run {
   const key = { namespace: input.namespace, name: input.name };
   const label = `${key.namespace}/${key.name}`;
   const configured: WorkflowConfig = { ...defaultWorkflowConfig, ...input.config };
@@ -171,29 +203,23 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
     finished: false,
     awaitedRound: 0,
   };
-  const pending = () => wantsRound(state, loop);
-  /** Continue as new on the queue a move asked for, if one came (else on its own). */
-  const continueOnQueue = () => makeContinueAsNewFunc<typeof machineModelWorkflow>({ taskQueue: loop.moveTo });
-  /** A reconcileNow waits for a round not run yet: the run must not end before it. */
-  const roundAwaited = () => loop.awaitedRound > state.rounds;
-  let nextCheckSeconds = input.nextCheckSeconds ?? 0;
   // A canary gets as long to become ready as the model itself.
-  const rollouts = rolloutSteps(state, cfg.progressDeadlineSeconds);
-  handleMessages(
-    state,
-    loop,
-    () => ({
-      ...state,
-      ...key,
-      pendingWork: pending(),
-      roundInProgress: loop.roundInProgress,
-      config: cfg,
-    }),
-    rollouts,
-  );
+  const rollouts = new ModelRollouts(state, cfg.progressDeadlineSeconds);
+  const view = (): WorkflowStateView => ({
+    ...state,
+    ...key,
+    pendingWork: wantsRound(state, loop),
+    roundInProgress: loop.roundInProgress,
+    config: cfg,
+  });
+  handleMessages(state, loop, view, rollouts);
 
-  /** What the last round saw and ran, for the Web UI's summaries and current details. */
-  const seen: { readiness?: string; image?: string } = {};
+  const seen: Run['seen'] = {};
+  const setPhase = (phase: Phase | undefined) => {
+    if (!phase || phase === state.phase) return;
+    state.phase = phase;
+    upsertSearchAttributes([{ key: phaseAttribute, value: phase }]);
+  };
   const writeStatus = async (
     ref: ModelRef,
     generation: number,
@@ -206,105 +232,118 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
     setPhase(written.phase);
     return written;
   };
-  const setPhase = (phase: Phase | undefined) => {
-    if (!phase || phase === state.phase) return;
-    state.phase = phase;
-    upsertSearchAttributes([{ key: phaseAttribute, value: phase }]);
-  };
   const waitForSignal = async (seconds: number, summary: string) => {
     forgetWakes(loop);
-    await condition(pending, `${seconds} seconds`, { summary });
+    await condition(() => wantsRound(state, loop), `${seconds} seconds`, { summary });
   };
-  const gateway = gatewaySteps({ state, writeStatus, waitForSignal });
-
+  const gateway = modelGateway({ state, writeStatus, waitForSignal });
   const reconcile = modelRound({ key, cfg, state, rollouts, gateway, writeStatus, setPhase, seen });
+  return {
+    input,
+    label,
+    cfg,
+    state,
+    loop,
+    seen,
+    reconcile,
+    nextCheckSeconds: input.nextCheckSeconds ?? 0,
+    roundsThisRun: 0,
+    lastRoundEndedAt: 0,
+  };
+}
 
-  let roundsThisRun = 0;
-  let lastRoundEndedAt = 0;
-  /**
-   * Runs stay short whatever the drift-check period, so that every run open at an upgrade was started
-   * by the release before it (docs/workflow-versioning.md): a run whose next wait would take it past
-   * the bound continues as new first, and the new run does the waiting.
-   */
+const pending = ({ state, loop }: Run) => wantsRound(state, loop);
+/** A reconcileNow waits for a round not run yet: the run must not end before it. */
+const roundAwaited = ({ state, loop }: Run) => loop.awaitedRound > state.rounds;
+/** Continue as new on the queue a move asked for, if one came (else on its own). */
+const continueOnQueue = ({ loop }: Run) =>
+  makeContinueAsNewFunc<typeof machineModelWorkflow>({ taskQueue: loop.moveTo });
+
+/** Sleeps until a signal asks for a round, a move comes, or the next check is due; when that wait was to end. */
+async function waitForWork(run: Run): Promise<number> {
+  const { state, loop, seen, nextCheckSeconds } = run;
+  let waitEnds = Date.now();
+  if (!pending(run)) {
+    waitEnds += nextCheckSeconds * 1000;
+    await condition(() => pending(run) || loop.moveTo !== undefined, `${nextCheckSeconds} seconds`, {
+      summary: waitSummary(state.phase, nextCheckSeconds, seen.readiness),
+    });
+  }
+  return waitEnds;
+}
+
+/**
+ * Its shard's worker does the rest of the wait, and the rounds after. A round asked for first (a
+ * reconcileNow waits for one) runs here, and the move waits for the next quiet pass.
+ */
+async function moveWhenQuiet(run: Run, waitEnds: number): Promise<void> {
+  const { input, state, loop } = run;
+  await condition(() => allHandlersFinished() || pending(run) || roundAwaited(run));
+  if (roundAwaited(run)) loop.asked = true;
+  if (pending(run)) return;
+  await continueOnQueue(run)({
+    ...input,
+    state,
+    dirty: false,
+    nextCheckSeconds: Math.max(0, Math.ceil((waitEnds - Date.now()) / 1000)),
+  });
+}
+
+/** One round, rate-limited, counted, and told in the Web UI's current details. */
+async function runRound(run: Run): Promise<RoundOutcome> {
+  const { label, cfg, state, loop, seen } = run;
+  const sinceLast = Date.now() - run.lastRoundEndedAt;
+  if (sinceLast < cfg.minRoundIntervalMs) {
+    await sleep(cfg.minRoundIntervalMs - sinceLast, { summary: 'rate limit: let a burst of changes coalesce' });
+  }
+  forgetWakes(loop);
+  loop.roundInProgress = true;
+  metrics.roundStarted();
+  const { nextCheckSeconds, requeued, ...outcome } = await run.reconcile();
+  metrics.roundFinished(roundResultOf({ ...outcome, requeued }));
+  loop.roundInProgress = false;
+  run.lastRoundEndedAt = Date.now();
+  run.nextCheckSeconds = nextCheckSeconds;
+  state.lastOutcome = outcome;
+  setCurrentDetails(
+    `**${label}** phase **${state.phase ?? 'unknown'}**` +
+      (seen.readiness ? ` · ${seen.readiness}` : '') +
+      (seen.image ? ` · image \`${seen.image}\`` : '') +
+      ` · round ${outcome.round}` +
+      (outcome.changes.length ? ` · ${outcome.changes.join(', ')}` : '') +
+      (outcome.message ? `\n\n${outcome.message}` : ''),
+  );
+  return outcome;
+}
+
+/** After a cleanup (or gone) round: the run completes, or starts clean for a new object of the name. */
+async function finish(run: Run, outcome: RoundOutcome): Promise<RoundOutcome> {
+  const { input, state, loop } = run;
+  // Signals about the object just finished (its own finalizer removal, its deletion) need no new run.
+  if (loop.askedForeign || changesSeen(state, loop).some((e) => e.foreign)) {
+    // Something happened to the name after we looked (a new object of the same name): start clean.
+    // A reconcileNow waiting for the next round gets this one's: the object it asked about is gone.
+    if (!allHandlersFinished() && patched(answerBeforeContinue)) loop.finished = true;
+    await condition(allHandlersFinished);
+    return continueOnQueue(run)({ namespace: input.namespace, name: input.name, config: input.config });
+  }
+  loop.finished = true;
+  await condition(allHandlersFinished);
+  return outcome;
+}
+
+/**
+ * After maxRoundsPerRun rounds, when the server suggests, or when the next wait would outlive the
+ * run's bound. Runs stay short whatever the drift-check period, so that every run open at an upgrade
+ * was started by the release before it (docs/workflow-versioning.md): a run whose next wait would take
+ * it past the bound continues as new first, and the new run does the waiting.
+ */
+function dueToContinue(run: Run): boolean {
   const wouldOutliveRunBound = (waitSeconds: number) =>
     Date.now() - workflowInfo().runStartTime.getTime() + waitSeconds * 1000 > maxRunSeconds * 1000;
-  for (;;) {
-    let waitEnds = Date.now();
-    if (!pending()) {
-      waitEnds += nextCheckSeconds * 1000;
-      await condition(() => pending() || loop.moveTo !== undefined, `${nextCheckSeconds} seconds`, {
-        summary: waitSummary(state.phase, nextCheckSeconds, seen.readiness),
-      });
-    }
-    if (loop.moveTo !== undefined && !pending()) {
-      // Its shard's worker does the rest of the wait, and the rounds after. A round asked for first
-      // (a reconcileNow waits for one) runs here, and the move waits for the next quiet pass.
-      await condition(() => allHandlersFinished() || pending() || roundAwaited());
-      if (roundAwaited()) loop.asked = true;
-      if (!pending()) {
-        return continueOnQueue()({
-          ...input,
-          state,
-          dirty: false,
-          nextCheckSeconds: Math.max(0, Math.ceil((waitEnds - Date.now()) / 1000)),
-        });
-      }
-    }
-    const sinceLast = Date.now() - lastRoundEndedAt;
-    if (sinceLast < cfg.minRoundIntervalMs) {
-      await sleep(cfg.minRoundIntervalMs - sinceLast, { summary: 'rate limit: let a burst of changes coalesce' });
-    }
-    forgetWakes(loop);
-    loop.roundInProgress = true;
-    metrics.roundStarted();
-    const { nextCheckSeconds: next, requeued, ...outcome } = await reconcile();
-    metrics.roundFinished(roundResultOf({ ...outcome, requeued }));
-    loop.roundInProgress = false;
-    lastRoundEndedAt = Date.now();
-    nextCheckSeconds = next;
-    state.lastOutcome = outcome;
-    setCurrentDetails(
-      `**${label}** phase **${state.phase ?? 'unknown'}**` +
-        (seen.readiness ? ` · ${seen.readiness}` : '') +
-        (seen.image ? ` · image \`${seen.image}\`` : '') +
-        ` · round ${outcome.round}` +
-        (outcome.changes.length ? ` · ${outcome.changes.join(', ')}` : '') +
-        (outcome.message ? `\n\n${outcome.message}` : ''),
-    );
-
-    if (outcome.finished) {
-      // Signals about the object just finished (its own finalizer removal, its deletion) need no new run.
-      if (loop.askedForeign || changesSeen(state, loop).some((e) => e.foreign)) {
-        // Something happened to the name after we looked (a new object of the same name): start clean.
-        // A reconcileNow waiting for the next round gets this one's: the object it asked about is gone.
-        if (!allHandlersFinished() && patched(answerBeforeContinue)) loop.finished = true;
-        await condition(allHandlersFinished);
-        return continueOnQueue()({
-          ...key,
-          config: input.config,
-        });
-      }
-      loop.finished = true;
-      await condition(allHandlersFinished);
-      return outcome;
-    }
-    if (
-      ++roundsThisRun >= cfg.maxRoundsPerRun ||
-      workflowInfo().continueAsNewSuggested ||
-      (wouldOutliveRunBound(nextCheckSeconds) && patched(runAgeBound))
-    ) {
-      // A reconcileNow waiting for the next round would wait for it forever here: it runs first.
-      if (!allHandlersFinished() && (pending() || roundAwaited()) && patched(answerBeforeContinue)) {
-        loop.asked = true;
-        continue;
-      }
-      await condition(allHandlersFinished);
-      return continueOnQueue()({
-        ...input,
-        state,
-        dirty: pending(),
-        nextCheckSeconds,
-      });
-    }
-  }
+  return (
+    ++run.roundsThisRun >= run.cfg.maxRoundsPerRun ||
+    workflowInfo().continueAsNewSuggested ||
+    (wouldOutliveRunBound(run.nextCheckSeconds) && patched(runAgeBound))
+  );
 }

@@ -24,10 +24,10 @@ import type { WorkflowConfig } from '../src/core/reconcile-timing.js';
 import { isReady, type Verdict } from '../src/core/status.js';
 import { applySummary, readinessSummary } from '../src/core/step-summaries.js';
 import type { CarriedState, RoundOutcome } from './definitions.js';
-import { gatewayRetryMaxSeconds, type gatewaySteps, type Publication } from './gateway.js';
+import { gatewayRetryMaxSeconds, type modelGateway, type Publication } from './gateway.js';
 import type { PatchId } from './patches.js';
-import type { RolloutFollowUp, RoundShare, rolloutSteps } from './rollouts.js';
-import { failureOf, localFirst as kubeStep } from './steps.js';
+import type { ModelRollouts, RolloutFollowUp, RoundShare } from './rollouts.js';
+import { failureOf, kubeStep } from './steps.js';
 
 const invalidSpec: FailureType = 'InvalidSpec';
 const readAndApplyPatch: PatchId = 'read-and-apply';
@@ -47,8 +47,8 @@ export interface RoundContext {
   key: { namespace: string; name: string };
   cfg: WorkflowConfig;
   state: CarriedState;
-  rollouts: ReturnType<typeof rolloutSteps>;
-  gateway: ReturnType<typeof gatewaySteps>;
+  rollouts: ModelRollouts;
+  gateway: ReturnType<typeof modelGateway>;
   /** Writes the status (a step) and keeps the phase it wrote. */
   writeStatus(
     ref: ModelRef,

@@ -28,7 +28,7 @@ import {
   type RolloutReport,
   type RolloutState,
 } from './rollout-definitions.js';
-import { localFirst as kubeStep } from './steps.js';
+import { kubeStep } from './steps.js';
 
 const canaryRollouts: PatchId = 'canary-rollouts';
 const rolloutKnownBeforeStart: PatchId = 'rollout-known-before-start';
@@ -42,23 +42,32 @@ export interface RolloutFollowUp {
   failed?: string;
 }
 
-export function rolloutSteps(state: Pick<CarriedState, 'rollout' | 'canaryShare'>, readyDeadlineSeconds: number) {
+/**
+ * The model's side of its rollouts, over the state its workflow carries: reports taken, rollouts
+ * started, followed and cancelled, the canary's share and objects. Each method is a part of a round.
+ */
+export class ModelRollouts {
+  constructor(
+    private readonly state: Pick<CarriedState, 'rollout' | 'canaryShare'>,
+    private readonly readyDeadlineSeconds: number,
+  ) {}
+
   /**
    * A report from the rollout: kept for the next round's status; the promoted revision becomes stable.
    * True when it was taken, so a round must follow.
    */
-  function onReport(report: RolloutReport): boolean {
-    const r = state.rollout;
+  onReport(report: RolloutReport): boolean {
+    const r = this.state.rollout;
     if (patched(reportsBoundToRun)) {
       const verdict = judgeReport(r, report);
       if (!verdict.take) return false;
       if (verdict.bindRunId) r!.runId = verdict.bindRunId;
     } else if (!r || !sameRevision(r.revision, report.view.revision)) return true;
-    take(r!, report);
+    this.take(r!, report);
     return true;
   }
 
-  function take(r: RolloutState, report: RolloutReport) {
+  private take(r: RolloutState, report: RolloutReport) {
     r.view = report.view;
     if (r.running && report.want) {
       // The latest ask counts (signals come in order), answered at the end of the next round, even
@@ -73,11 +82,13 @@ export function rolloutSteps(state: Pick<CarriedState, 'rollout' | 'canaryShare'
   }
 
   /** The revision the stable Deployment may move to: one a rollout promoted. */
-  const promoted = (): Revision | undefined =>
-    state.rollout?.result?.outcome === 'Promoted' ? state.rollout.revision : undefined;
+  promoted(): Revision | undefined {
+    return this.state.rollout?.result?.outcome === 'Promoted' ? this.state.rollout.revision : undefined;
+  }
 
-  async function cancelRunning(why: string): Promise<string[]> {
-    const r = state.rollout;
+  /** Cancels the running rollout (its canary then goes in the round); what the round says of it. */
+  async cancel(why: string): Promise<string[]> {
+    const r = this.state.rollout;
     if (!r?.running) return [];
     r.running = false;
     r.result = { outcome: 'Aborted', message: why };
@@ -86,21 +97,21 @@ export function rolloutSteps(state: Pick<CarriedState, 'rollout' | 'canaryShare'
   }
 
   /** After the children are applied: start, follow or end the rollout the spec asks for. */
-  async function follow(model: ModelSnapshot, applied: ApplyResult): Promise<RolloutFollowUp> {
+  async follow(model: ModelSnapshot, applied: ApplyResult): Promise<RolloutFollowUp> {
     const { ref } = model;
     const pending = applied.rollout?.pending;
     const changes: string[] = [];
     if (pending && model.spec.rollout && patched(canaryRollouts)) {
-      const current = state.rollout;
+      const current = this.state.rollout;
       if (!current || !sameRevision(current.revision, pending)) {
-        changes.push(...(await cancelRunning(`a newer revision, ${pending.image}, came`)));
-        changes.push(await start(model, pending, applied));
+        changes.push(...(await this.cancel(`a newer revision, ${pending.image}, came`)));
+        changes.push(await this.start(model, pending, applied));
       }
-    } else if (state.rollout?.running) {
+    } else if (this.state.rollout?.running) {
       // The spec went back to the stable revision, or dropped its rollout: the canary goes.
-      changes.push(...(await cancelRunning('the spec no longer asks for its revision')));
+      changes.push(...(await this.cancel('the spec no longer asks for its revision')));
     }
-    const r = state.rollout;
+    const r = this.state.rollout;
     if (!r) return { changes };
     const failed =
       pending && sameRevision(r.revision, pending) && !r.running && r.result?.outcome !== 'Promoted'
@@ -109,7 +120,7 @@ export function rolloutSteps(state: Pick<CarriedState, 'rollout' | 'canaryShare'
     return { changes, status: statusOf(r), ...(failed ? { failed } : {}) };
   }
 
-  async function start(model: ModelSnapshot, revision: Revision, applied: ApplyResult): Promise<string> {
+  private async start(model: ModelSnapshot, revision: Revision, applied: ApplyResult): Promise<string> {
     const { ref } = model;
     const stable = applied.rollout!.stable;
     const workflowId = rolloutWorkflowId(ref, revisionName(revision));
@@ -126,8 +137,8 @@ export function rolloutSteps(state: Pick<CarriedState, 'rollout' | 'canaryShare'
     // busy worker), and the SDK runs that task's signal handlers before this code resumes: the report
     // must find its rollout known already, or the ask is dropped and the canary never comes.
     const knownFirst = patched(rolloutKnownBeforeStart);
-    const before = state.rollout;
-    if (knownFirst) state.rollout = recorded;
+    const before = this.state.rollout;
+    if (knownFirst) this.state.rollout = recorded;
     let adopted = false;
     try {
       const child = await startChild<typeof canaryRolloutWorkflow>(rolloutWorkflowType, {
@@ -139,7 +150,7 @@ export function rolloutSteps(state: Pick<CarriedState, 'rollout' | 'canaryShare'
             stable,
             plan: model.spec.rollout!,
             stableReplicas,
-            readyDeadlineSeconds,
+            readyDeadlineSeconds: this.readyDeadlineSeconds,
           },
         ],
         // The rollout outlives a continue-as-new of the model's workflow; it reports by signal.
@@ -149,20 +160,20 @@ export function rolloutSteps(state: Pick<CarriedState, 'rollout' | 'canaryShare'
     } catch (err) {
       // This revision's rollout runs already (this workflow was reset, or lost its state): follow it.
       if (!(err instanceof WorkflowExecutionAlreadyStartedError)) {
-        if (knownFirst) state.rollout = before;
+        if (knownFirst) this.state.rollout = before;
         throw err;
       }
       adopted = true;
     }
-    if (!knownFirst) state.rollout = recorded;
+    if (!knownFirst) this.state.rollout = recorded;
     return adopted
       ? `rollout of ${revision.image} running already: following it`
       : `rollout of ${revision.image} started`;
   }
 
   /** The running rollout as the round's canary decisions see it. */
-  const running = (): RoundRollout | undefined => {
-    const r = state.rollout;
+  private running(): RoundRollout | undefined {
+    const r = this.state.rollout;
     if (!r?.running || !r.plan || !r.stableReplicas) return undefined;
     return {
       revision: r.revision,
@@ -170,18 +181,18 @@ export function rolloutSteps(state: Pick<CarriedState, 'rollout' | 'canaryShare'
       stableReplicas: r.stableReplicas,
       ...(r.want ? { want: r.want } : {}),
     };
-  };
+  }
 
   /**
    * The canary's share of the model's requests this round (canaryShare), whether the route must
    * change for it, and the ask it answers: an ask that comes later in the round is the next round's.
    */
-  function share(applied: ApplyResult): RoundShare {
-    const rollout = running();
+  share(applied: ApplyResult): RoundShare {
+    const rollout = this.running();
     const weight = canaryShare(rollout, applied.liveCanary);
     return {
       weight,
-      changed: weight !== (state.canaryShare ?? 0),
+      changed: weight !== (this.state.canaryShare ?? 0),
       ...(rollout?.want ? { answers: rollout.want } : {}),
     };
   }
@@ -190,10 +201,10 @@ export function rolloutSteps(state: Pick<CarriedState, 'rollout' | 'canaryShare'
    * Once the route carries this round's share: the canary objects as the running rollout asks, or
    * removed once no rollout needs them; then the ask the share was decided for answered with it.
    */
-  async function keepCanary(model: ModelSnapshot, applied: ApplyResult, share: RoundShare): Promise<string[]> {
+  async keepCanary(model: ModelSnapshot, applied: ApplyResult, share: RoundShare): Promise<string[]> {
     const { ref } = model;
-    const r = state.rollout;
-    const rollout = running();
+    const r = this.state.rollout;
+    const rollout = this.running();
     const awaitingStable = r?.result?.outcome === 'Promoted' && !isReady(applied.readiness);
     const upkeep = canaryUpkeep(rollout, applied.liveCanary, awaitingStable);
     const changes: string[] = [];
@@ -220,16 +231,14 @@ export function rolloutSteps(state: Pick<CarriedState, 'rollout' | 'canaryShare'
   }
 
   /** On deletion: the canary goes with the model (owner references); its rollout stops. */
-  async function forget(): Promise<string[]> {
-    return cancelRunning('the model is being deleted');
+  async forget(): Promise<string[]> {
+    return this.cancel('the model is being deleted');
   }
 
   /** The canary's objects removed, whatever the rollout: once its share is off the route. */
-  async function removeCanary(ref: ModelSnapshot['ref']): Promise<string[]> {
+  async removeCanary(ref: ModelSnapshot['ref']): Promise<string[]> {
     return (await kubeStep('syncCanary', 'remove the canary', { ref })).changes;
   }
-
-  return { onReport, promoted, follow, share, keepCanary, forget, cancel: cancelRunning, removeCanary };
 }
 
 /** Tells the rollout what the round set; false when it is no longer running. */

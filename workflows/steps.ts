@@ -37,7 +37,7 @@ export const gatewayStepOptions: ActivityOptions = {
  * A Kubernetes step's first attempt, as a local activity: it runs inside the workflow task that asked
  * for it, so a round of a few steps is one workflow task and a marker per step instead of a trip
  * through the task queue and three events per step. One attempt only: a step that must be retried
- * goes on as a regular activity (see `localFirst`), so the Web UI shows its attempts and last failure.
+ * goes on as a regular activity (see `kubeStep`), so the Web UI shows its attempts and last failure.
  */
 export const kubeLocalStepOptions: LocalActivityOptions = {
   // Within the 10 s workflow task timeout: a step that hangs falls back before the task times out.
@@ -74,7 +74,7 @@ function stepWith<K extends keyof Activities>(
  * A Kubernetes step tried once as a local activity, then, if that attempt failed in a way worth
  * retrying, as a regular activity with the step's retry policy. A terminal failure comes back at once.
  */
-export function localFirst<K extends keyof Activities>(
+export function kubeStep<K extends keyof Activities>(
   name: K,
   summary: string,
   ...args: Parameters<Activities[K]>
@@ -82,7 +82,7 @@ export function localFirst<K extends keyof Activities>(
   return localFirstWith(kubeStepOptions, name, summary, ...args);
 }
 
-/** As localFirst, going on as a regular activity with `fallback`'s retry policy. */
+/** As kubeStep, going on as a regular activity with `fallback`'s retry policy. */
 export function localFirstWith<K extends keyof Activities>(
   fallback: ActivityOptions,
   name: K,

@@ -16,7 +16,10 @@ import { CaddyProcess } from '../support/caddy-under-test.js';
 import { conditionOf, kubectlFor } from '../support/cluster.js';
 import { eventually } from '../support/eventually.js';
 import { workflowIdFor } from '../../src/core/api.js';
-import { rolloutReportSignal } from '../../workflows/rollout-definitions.js';
+import { execFileSync } from 'node:child_process';
+import { binaryPath, temporalCli } from '../../tools/local-stack/components.js';
+import { stateQuery } from '../../workflows/definitions.js';
+import { abortUpdate, rolloutReportSignal, type RolloutReport } from '../../workflows/rollout-definitions.js';
 import { machineModel } from '../support/models.js';
 import {
   installCrds,
@@ -240,6 +243,58 @@ describe('Temporal is not a way in', () => {
       expect(images).not.toContain('evil.example/miner:1');
       expect(k.get('deployment', b, 'target-canary')).toBeUndefined();
       expect(k.get('machinemodel', b, 'target')?.status?.rollout).toBeUndefined();
+    } finally {
+      await client.connection.close();
+    }
+  });
+  it('ignores a report forged with the temporal CLI for a rollout that ended, even naming its own run: the aborted revision never becomes stable', async () => {
+    const plan = { strategy: 'Canary' as const, steps: [{ weight: 20, pause: '1h' }] };
+    k.apply(machineModel(b, 'aborted', { rollout: plan }));
+    await eventually('aborted Ready', () => k.get('machinemodel', b, 'aborted')?.status?.phase === 'Ready');
+    const v2 = 'registry.example.com/models/classifier:v2';
+    k.apply(machineModel(b, 'aborted', { rollout: plan, image: v2 }));
+    const client = await temporalClient(stack);
+    try {
+      const model = client.workflow.getHandle(workflowIdFor(b, 'aborted'));
+      const { rollout } = await eventually('the rollout recorded', async () => {
+        const s = await model.query(stateQuery);
+        return s.rollout?.running && s.rollout.runId ? s : undefined;
+      });
+      await client.workflow.getHandle(rollout!.workflowId).executeUpdate(abortUpdate, { args: [{ by: 'test' }] });
+      await eventually(
+        'status says Aborted',
+        () => k.get('machinemodel', b, 'aborted')?.status?.rollout?.phase === 'Aborted',
+      );
+      const { rounds } = await model.query(stateQuery);
+      // What someone who read the histories could send: the rollout's own workflow id and run, Promoted.
+      const view = { ...rollout!.view!, phase: 'Promoted' as const };
+      const report: RolloutReport = {
+        from: { workflowId: rollout!.workflowId, firstRunId: rollout!.runId! },
+        view,
+        result: { outcome: 'Promoted', revision: rollout!.revision, message: 'forged', view },
+      };
+      execFileSync(binaryPath(temporalCli), [
+        'workflow',
+        'signal',
+        '--address',
+        stack.temporalAddress,
+        '--namespace',
+        stack.temporalNamespace,
+        '--workflow-id',
+        workflowIdFor(b, 'aborted'),
+        '--name',
+        'rolloutReport',
+        '--input',
+        JSON.stringify(report),
+      ]);
+      await eventually('the signal in the history', async () => (await model.query(stateQuery)).signals > 0);
+      await sleep(3_000);
+      const after = await model.query(stateQuery);
+      // Taken, it would have woken a round that moves the stable Deployment to v2.
+      expect(after.rounds).toBe(rounds);
+      expect(after.rollout).toMatchObject({ running: false, result: { outcome: 'Aborted' } });
+      expect(k.get('deployment', b, 'aborted')?.spec.template.spec.containers[0].image).not.toBe(v2);
+      expect(k.get('machinemodel', b, 'aborted')?.status?.rollout?.phase).toBe('Aborted');
     } finally {
       await client.connection.close();
     }
