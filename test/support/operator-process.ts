@@ -12,8 +12,9 @@ import type { ShardLayout } from '../../src/core/shards.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
-export function installCrds(stack: StackInfo): void {
-  kubectlRun(stack, ['apply', '--server-side', '-k', path.join(root, 'crds')]);
+/** The CRD of this checkout, or of `checkout` (an earlier release's, built by release-build.ts). */
+export function installCrds(stack: StackInfo, checkout = root): void {
+  kubectlRun(stack, ['apply', '--server-side', '--force-conflicts', '-k', path.join(checkout, 'crds')]);
   kubectlRun(stack, ['wait', '--for=condition=Established', 'crd/machinemodels.stable.example.com', '--timeout=30s']);
 }
 
