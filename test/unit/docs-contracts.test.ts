@@ -4,10 +4,22 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { createActivities, type ActivityDeps } from '../../activities/index.js';
-import { workflowIdFor } from '../../src/core/api.js';
+import {
+  apiVersion,
+  fieldManager,
+  finalizerName,
+  kind,
+  labels,
+  labelValues,
+  plural,
+  resyncAnnotation,
+  revisionLabel,
+  workflowIdFor,
+} from '../../src/core/api.js';
 import { failureTypes } from '../../src/core/failures.js';
 import * as modelDefinitions from '../../workflows/definitions.js';
 import * as rolloutDefinitions from '../../workflows/rollout-definitions.js';
+import { operatorSearchAttributes } from '../../workflows/search-attributes.js';
 import { gatewayStepOptions, kubeStepOptions } from '../../workflows/steps.js';
 import { codeSpans, flattened, readRepoFile, tableRows } from '../support/doc-tables.js';
 
@@ -37,6 +49,31 @@ function handlers(): Map<string, string[]> {
   }
   return found;
 }
+
+describe("docs/design.md's contracts", () => {
+  const contracts = Object.fromEntries(
+    tableRows('docs/design.md', '## Contracts', 'thing').map((r) => [r.thing!, codeSpans(r.value!)]),
+  );
+
+  it('name the API, finalizer, field manager, labels and annotations as src/core/api.ts does', () => {
+    expect(contracts.API).toEqual(expect.arrayContaining([apiVersion, kind, plural]));
+    expect(contracts.finalizer?.[0]).toBe(finalizerName);
+    expect(contracts['field manager']?.[0]).toBe(fieldManager);
+    expect(contracts.children).toEqual(
+      expect.arrayContaining([
+        `${labels.name}=${labelValues.name}`,
+        `${labels.instance}=<name>`,
+        `${labels.managedBy}=${labelValues.managedBy}`,
+      ]),
+    );
+    expect(contracts.rollouts).toContain(`${revisionLabel}=<revision>`);
+    expect(contracts['manual resync']).toContain(`${resyncAnnotation}=<any new value>`);
+  });
+
+  it('name the search attributes the workflows set, and no other', () => {
+    expect(contracts['search attributes']).toEqual(operatorSearchAttributes.map((a) => a.name));
+  });
+});
 
 describe("docs/design.md's table of each workflow's messages", () => {
   const rows = tableRows('docs/design.md', "Each workflow's messages", 'workflow').map((r) => ({
