@@ -265,7 +265,8 @@ describe('Temporal is not a way in', () => {
         'status says Aborted',
         () => k.get('machinemodel', b, 'aborted')?.status?.rollout?.phase === 'Aborted',
       );
-      const { rounds } = await model.query(stateQuery);
+      // The rounds the abort itself brings (the canary removed, its watch events) are over first.
+      const rounds = await settledRounds(() => model.query(stateQuery));
       // What someone who read the histories could send: the rollout's own workflow id and run, Promoted.
       const view = { ...rollout!.view!, phase: 'Promoted' as const };
       const report: RolloutReport = {
@@ -300,3 +301,14 @@ describe('Temporal is not a way in', () => {
     }
   });
 });
+
+/** The model's round count once it has not moved for 5 s. */
+async function settledRounds(state: () => Promise<{ rounds: number }>): Promise<number> {
+  let last = -1;
+  for (;;) {
+    const { rounds } = await state();
+    if (rounds === last) return rounds;
+    last = rounds;
+    await sleep(5_000);
+  }
+}

@@ -6,6 +6,7 @@
 // ends as its spec says or says why not, no canary keeps a share on a model that cannot proceed, no
 // workflow task failed, the release's runs moved to their shard queues, and every run's history
 // replays on this checkout's workflow bundle.
+import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -34,10 +35,26 @@ const stack = inject('stack');
 const k = kubectlFor(stack);
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const { version } = JSON.parse(readFileSync(`${root}/package.json`, 'utf8')) as { version: string };
-/** The release a team upgrades from: the newest one the CHANGELOG names that is not this checkout's version. */
+/** The release a team upgrades from: the newest one whose operator differs from this checkout's. */
 const from: Release = releases()
-  .filter((r) => r.version !== version)
+  .filter((r) => !sameOperator(r.commit))
   .at(-1)!;
+
+function sameOperator(commit: string): boolean {
+  const diff = spawnSync('git', [
+    '-C',
+    root,
+    'diff',
+    '--quiet',
+    commit,
+    '--',
+    'src',
+    'workflows',
+    'activities',
+    'crds',
+  ]);
+  return diff.status === 0;
+}
 const taskQueue = `mmo-upgrade-${randomUUID().slice(0, 8)}`;
 const v2 = 'registry.example.com/models/classifier:v2';
 const { WorkflowTaskFailedCause } = temporal.api.enums.v1;
