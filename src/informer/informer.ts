@@ -37,7 +37,7 @@ import { StartGate } from './start-gate.js';
 import { DeletionLane } from './deletion-lane.js';
 import { startGateDefaults } from '../core/first-round.js';
 import { deletionUnderWay } from '../core/namespace-deletion.js';
-import { ShardScope, type Shards } from './shard-scope.js';
+import { ShardScope, type Shards } from '../sharding/shard-scope.js';
 
 interface SourceSpec {
   kind: WatchedKind | 'Namespace' | 'Event';
@@ -612,7 +612,7 @@ export class Informer {
 
   /**
    * Whether lists and watches carry the shards' selector: only where the apiserver was seen to apply
-   * it (src/informer/shard-scope.ts, apiserverFiltersShards). Set before the first reshard.
+   * it (src/sharding/shard-scope.ts, apiserverFiltersShards). Set before the first reshard.
    */
   serverSelector = true;
 
