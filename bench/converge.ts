@@ -11,7 +11,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { shardHashes, type ShardHash } from '../src/core/shards.js';
-import { wholeNumber } from '../src/process/config.js';
+import { wholeNumber } from '../src/process/flags.js';
 import { cacheRoot } from '../tools/local-stack/components.js';
 import { down, up } from '../tools/local-stack/stack.js';
 import { temporalKinds, type TemporalKind } from '../tools/local-stack/temporal-postgres.js';

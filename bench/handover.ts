@@ -12,7 +12,7 @@ import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Command, Option } from 'commander';
-import { wholeNumber } from '../src/process/config.js';
+import { wholeNumber } from '../src/process/flags.js';
 import type { RolloutSpec } from '../src/core/api.js';
 import { cacheRoot } from '../tools/local-stack/components.js';
 import { down, kubectlRun, up, type StackInfo } from '../tools/local-stack/stack.js';

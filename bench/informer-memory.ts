@@ -13,7 +13,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { KubeConfig, KubernetesObjectApi, type KubernetesObject } from '@kubernetes/client-node';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { wholeNumber } from '../src/process/config.js';
+import { wholeNumber } from '../src/process/flags.js';
 import type { MachineModelSpec } from '../src/core/api.js';
 import { buildDeployment, buildService, childLabels, defaultBuildOptions } from '../src/core/desired-state.js';
 import { shardHashes, shardOf, type ShardHash } from '../src/core/shards.js';

@@ -8,7 +8,7 @@ import { bundleWorkflowCode } from '@temporalio/worker';
 // Not exported from the package root; the SDK version is pinned. Read only, nothing patched.
 import { ReusableVMWorkflowCreator } from '@temporalio/worker/lib/workflow/reusable-vm.js';
 import { Command, Option } from 'commander';
-import { wholeNumber } from '../src/process/config.js';
+import { wholeNumber } from '../src/process/flags.js';
 import { workflowBundleOptions } from '../src/process/workflow-bundle.js';
 
 const cmd = new Command('bench:footprint')

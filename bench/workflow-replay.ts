@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
 import { Command, Option } from 'commander';
 import { Registry } from 'prom-client';
-import { wholeNumber } from '../src/process/config.js';
+import { wholeNumber } from '../src/process/flags.js';
 import { ReconcileMetrics } from '../src/process/reconcile-metrics.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));

@@ -23,9 +23,9 @@ import {
 import { renderRollout, rolloutStatus, steerRollout, type RolloutAction } from './cli/rollouts.js';
 import { webUiLink } from './cli/web-ui.js';
 import { renderHistory, renderList, renderOutcome, renderStatus } from './cli/render.js';
-import { temporalConfigFrom, temporalOptions } from './process/config.js';
+import { temporalConfigFrom, temporalOptions } from './process/temporal-config.js';
 import { connectClient } from './process/temporal.js';
-import { startOptions } from './informer/workflow-client.js';
+import { startOptions } from './temporal/workflow-client.js';
 import { reconcileNowUpdate, resyncSignal, workflowType } from '../workflows/definitions.js';
 
 type Output = 'human' | 'json';

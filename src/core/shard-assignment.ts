@@ -1,6 +1,6 @@
 // Which shards a replica takes, keeps and lets go, decided from what it last read of the Leases: a
 // pure function, so that a property test can play every interleaving of replicas (test/unit/
-// shard-assignment.test.ts). The I/O (reading and writing Leases) is src/process/shard-leases.ts.
+// shard-assignment.test.ts). The I/O (reading and writing Leases) is src/sharding/shard-leases.ts.
 //
 // Safety, as client-go's leader election: a replica counts a Lease as expired only when it has seen
 // no change to it for `durationMs` on its own monotonic clock (no clock is compared with another's),
@@ -18,7 +18,7 @@ export interface AssignmentTiming {
 }
 
 /**
- * A shard's workers stop within 6 s of its renew deadline (src/operator.ts, the shard workers'
+ * A shard's workers stop within 6 s of its renew deadline (src/worker/workers.ts, the shard workers'
  * shutdownForceTime), so by 8 + 6 = 14 s; another replica may take it at 15 s.
  */
 export const defaultAssignmentTiming: AssignmentTiming = {

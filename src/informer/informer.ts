@@ -1,29 +1,10 @@
 // The thin informer: lists and watches MachineModels and the operator's own children, and turns
-// relevant events into signal requests. It never reconciles.
-//
-// Failure modes of @kubernetes/client-node 2.0's ListWatch that this handles:
-// - any list or watch error (apiserver down, connection reset, 403, 5xx) emits `error` and the
-//   ListWatch stops for good: we restart it with capped exponential backoff;
-// - a silently dead connection: 2.0 ends a watch after 30 s without data and re-watches (1.4 had no
-//   client timeout at all), but a list or a re-watch can still hang on one; so the server is asked
-//   to end each watch after `timeoutSeconds` (the ListWatch then re-watches from its last
-//   resourceVersion; a 410 Gone makes it re-list), and a watchdog restarts a source that has shown
-//   no sign of life well past that;
-// - a re-list only reports objects that changed: after a restart every cached MachineModel is
-//   signalled again, so a change missed while disconnected is still looked at.
-import {
-  KubeConfig,
-  KubernetesObjectApi,
-  ListWatch,
-  Watch,
-  type CoreV1Event,
-  type KubernetesObject,
-  type V1ContainerStatus,
-  type V1Pod,
-} from '@kubernetes/client-node';
+// relevant events into signal requests. It never reconciles. Each list+watch restarts itself
+// (source.ts); after a restart every cached MachineModel is signalled again, so a change missed while
+// disconnected is still looked at.
+import type { CoreV1Event, KubeConfig, KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { childSelector, group, labels, plural, version } from '../core/api.js';
-import { apiClient } from '../process/kube-api.js';
+import { labels } from '../core/api.js';
 import { apiMessage } from '../process/kube-errors.js';
 import type { Reachability } from '../process/ready-gate.js';
 import {
@@ -37,150 +18,23 @@ import { StartGate } from './start-gate.js';
 import { DeletionLane } from './deletion-lane.js';
 import { startGateDefaults } from '../core/first-round.js';
 import { deletionUnderWay } from '../core/namespace-deletion.js';
-import { ShardScope, type Shards } from './shard-scope.js';
+import { ShardScope, type Shards } from '../sharding/shard-scope.js';
+import { Source, type SourceTiming } from './source.js';
+import {
+  httpRoutes,
+  mainSources,
+  mountEventSource,
+  namespaceSource,
+  podSource,
+  probeEventSource,
+  type SourceSpec,
+} from './watched-kinds.js';
 
-interface SourceSpec {
-  kind: WatchedKind | 'Namespace' | 'Event';
-  apiVersion: string;
-  /** URL path segment of the collection, e.g. apis/apps/v1 + deployments. */
-  prefix: string;
-  resource: string;
-  labelSelector?: string;
-  fieldSelector?: string;
-  /** Strips in place what the operator never reads, before the object is cached. */
-  keep?: (obj: KubernetesObject) => void;
-}
-
-/**
- * Who applied which field, kilobytes per object: the operator never reads it (its writes are
- * server-side applies of the whole desired state), so no cache keeps it.
- */
-function withoutManagedFields(obj: KubernetesObject): void {
-  if (obj.metadata) delete obj.metadata.managedFields;
-}
-
-/**
- * A model's Pods are many and large (their managed fields alone are kilobytes); the operator reads
- * only whether the scheduler placed them (src/core/pod-scheduling.ts) and how their containers fare
- * (src/core/container-troubles.ts), so the cache keeps just that.
- */
-function keepHealthView(obj: KubernetesObject): void {
-  const pod = obj as V1Pod;
-  const { name, namespace, uid, resourceVersion, labels, deletionTimestamp } = pod.metadata ?? {};
-  pod.metadata = { name, namespace, uid, resourceVersion, labels, deletionTimestamp };
-  const health = (statuses: V1ContainerStatus[] | undefined) =>
-    statuses?.map(({ name, image, ready, restartCount, state, lastState }) => ({
-      name,
-      image,
-      // Required by the type; container-troubles.ts never reads it.
-      imageID: '',
-      ready,
-      restartCount,
-      state,
-      lastState,
-    }));
-  const init = health(pod.status?.initContainerStatuses);
-  pod.status = {
-    conditions: pod.status?.conditions?.filter((c) => c.type === 'PodScheduled'),
-    containerStatuses: health(pod.status?.containerStatuses),
-    // A pod template may have init containers of its own: how they fare is the model's health too.
-    ...(init ? { initContainerStatuses: init } : {}),
-  };
-  const containers = pod.spec?.containers.map(({ name, image, resources }) => ({
-    name,
-    image,
-    resources: { limits: resources?.limits },
-  }));
-  pod.spec = containers ? { containers } : undefined;
-}
-
-const sources: SourceSpec[] = [
-  { kind: 'MachineModel', apiVersion: `${group}/${version}`, prefix: `/apis/${group}/${version}`, resource: plural },
-  {
-    kind: 'Deployment',
-    apiVersion: 'apps/v1',
-    prefix: '/apis/apps/v1',
-    resource: 'deployments',
-    labelSelector: childSelector,
-  },
-  { kind: 'Service', apiVersion: 'v1', prefix: '/api/v1', resource: 'services', labelSelector: childSelector },
-  {
-    kind: 'HorizontalPodAutoscaler',
-    apiVersion: 'autoscaling/v2',
-    prefix: '/apis/autoscaling/v2',
-    resource: 'horizontalpodautoscalers',
-    labelSelector: childSelector,
-  },
-];
-
-/**
- * The models' Pods. A Pod no node can place changes no Deployment status: watched, it wakes its
- * model at once, so readiness needs no polling (and no listing: its scheduling is read from here).
- * Optional, as an operator whose role predates it may not watch Pods: then readiness lists them,
- * and an unschedulable Pod is noticed at the next readiness recheck or Deployment change.
- */
-const podSource: SourceSpec = {
-  kind: 'Pod',
-  apiVersion: 'v1',
-  prefix: '/api/v1',
-  resource: 'pods',
-  labelSelector: childSelector,
-  keep: keepHealthView,
-};
-
-/**
- * Namespaces, to know which are being deleted: there every child goes with its model, and the
- * children's changes (pods going, so Deployments losing availability) wake no round. Optional: without
- * the permission to watch them, children wake their models as before.
- */
-const namespaceSource: SourceSpec = { kind: 'Namespace', apiVersion: 'v1', prefix: '/api/v1', resource: 'namespaces' };
-
-/**
- * The kubelet's readiness probe failures (`Unhealthy` Events about Pods): a failing probe changes
- * nothing in the Pod, so without them a model would quote its probe only at a readiness recheck.
- * Optional, like the Pod watch. The cache keeps what the filter reads.
- */
-const probeEventSource: SourceSpec = {
-  kind: 'Event',
-  apiVersion: 'v1',
-  prefix: '/api/v1',
-  resource: 'events',
-  fieldSelector: 'involvedObject.kind=Pod,reason=Unhealthy',
-  keep: (obj) => {
-    const event = obj as CoreV1Event;
-    const { name, namespace, uid, resourceVersion } = event.metadata;
-    event.metadata = { name, namespace, uid, resourceVersion };
-    event.involvedObject = { kind: event.involvedObject.kind, name: event.involvedObject.name };
-    for (const key of ['source', 'reportingComponent', 'reportingInstance', 'firstTimestamp', 'eventTime'] as const)
-      delete event[key];
-  },
-};
-
-/**
- * The kubelet's FailedMount Events about Pods: a volume the model cache cannot mount yet (fetching,
- * refused by the store, the cache full) changes nothing in the Pod either. Optional, like the probes'.
- */
-const mountEventSource: SourceSpec = {
-  ...probeEventSource,
-  fieldSelector: 'involvedObject.kind=Pod,reason=FailedMount',
-};
-
-const httpRoutes: SourceSpec = {
-  kind: 'HTTPRoute',
-  apiVersion: 'gateway.networking.k8s.io/v1',
-  prefix: '/apis/gateway.networking.k8s.io/v1',
-  resource: 'httproutes',
-  labelSelector: childSelector,
-};
-
-export interface InformerOptions {
+export interface InformerOptions extends SourceTiming {
   /** Namespaces to watch; empty for all. */
   namespaces: string[];
   /** Also watch our HTTPRoutes (with the gateway-api driver), so a deleted or edited route is repaired at once. */
   watchHttpRoutes: boolean;
-  /** Seconds after which the server ends each watch (bounds how long a dead connection goes unnoticed). */
-  watchTimeoutSeconds: number;
-  restartBackoffMs: { initial: number; max: number };
   /** Told whether the apiserver answers until every source has listed once (then each restart is logged). */
   apiserver?: Reachability;
   /** How many new models' workflows start at once (src/informer/start-gate.ts); 0: no bound. */
@@ -202,177 +56,6 @@ export const defaultInformerOptions: InformerOptions = {
   maxStartingModels: startGateDefaults.maxStarting,
   holdDeletions: false,
 };
-
-/** A watch that asks for the scope's shards and passes on only the objects the scope keeps. */
-class ScopedWatch extends Watch {
-  constructor(
-    kc: KubeConfig,
-    private readonly selector: string,
-    private readonly keeps: (obj: KubernetesObject) => boolean,
-  ) {
-    super(kc);
-  }
-
-  override watch(
-    path: string,
-    params: Record<string, string | number | boolean | undefined>,
-    callback: (phase: string, apiObj: KubernetesObject, watchObj?: unknown) => void,
-    done: (err: unknown) => void,
-  ): Promise<AbortController> {
-    const query = this.selector ? { ...params, shardSelector: this.selector } : params;
-    return super.watch(
-      path,
-      query,
-      (phase, obj, watchObj) => {
-        if (phase === 'BOOKMARK' || phase === 'ERROR' || this.keeps(obj)) callback(phase, obj, watchObj);
-      },
-      done,
-    );
-  }
-}
-
-/** One list+watch of one kind in one namespace (or all), restarted after every failure. */
-class Source {
-  readonly lw: ListWatch<KubernetesObject>;
-  private failures = 0;
-  /** Restarts after failures, for the metrics. */
-  restarts = 0;
-  private restartTimer: NodeJS.Timeout | undefined;
-  private stopped = false;
-  private failedSinceStart = false;
-  hasSynced = false;
-  /** Last sign of life: a (re)connect or any event. A healthy watch reconnects every timeoutSeconds. */
-  private lastActivity = Date.now();
-  private watchdog: NodeJS.Timeout | undefined;
-  /** Resolves after the first successful list. */
-  readonly synced: Promise<void>;
-  private markSynced!: () => void;
-  /** Resolves after the first successful list or when stopped, whichever comes first. */
-  readonly settled: Promise<void>;
-  private markSettled!: () => void;
-
-  constructor(
-    readonly spec: SourceSpec,
-    readonly namespace: string | undefined,
-    kc: KubeConfig,
-    scope: ShardScope,
-    private readonly opts: InformerOptions,
-    private readonly onEvent: (kind: SourceSpec['kind'], type: WatchEventType, obj: WatchedObject) => void,
-    private readonly onRelisted: (source: Source) => void,
-    private readonly onFailed: (source: Source, err: unknown, retryInMs: number) => void,
-  ) {
-    // A cluster-scoped Namespace has no namespace to hash: the apiserver cannot shard its watch.
-    const namespaced = spec.kind !== 'Namespace';
-    const keeps = (o: KubernetesObject) => scope.keeps((namespaced ? o.metadata?.namespace : o.metadata?.name) ?? '');
-    const selector = namespaced ? scope.selector : '';
-    const api = apiClient(kc, KubernetesObjectApi, { query: selector ? { shardSelector: selector } : {} });
-    const collection = `${spec.prefix}${namespace ? `/namespaces/${namespace}` : ''}/${spec.resource}`;
-    const watchPath = `${collection}?timeoutSeconds=${opts.watchTimeoutSeconds}&allowWatchBookmarks=true`;
-    const { labelSelector, fieldSelector } = spec;
-    // The ListWatch caches the very object it hands to its first listener: `keep` trims the cached copy.
-    const keep = spec.keep ?? withoutManagedFields;
-    const list = async () => {
-      const listed = await api.list(
-        spec.apiVersion,
-        spec.kind,
-        namespace,
-        undefined,
-        undefined,
-        undefined,
-        fieldSelector,
-        labelSelector,
-      );
-      listed.items = listed.items.filter(keeps);
-      // A list's items come without apiVersion and kind. Cached so, they would read as different from
-      // what the operator applies, and every round after a restart would apply its children again.
-      for (const item of listed.items) {
-        Object.assign(item, { apiVersion: spec.apiVersion, kind: spec.kind });
-        keep(item);
-      }
-      return listed;
-    };
-    this.lw = new ListWatch(watchPath, new ScopedWatch(kc, selector, keeps), list, false, labelSelector, fieldSelector);
-    this.synced = new Promise((resolve) => (this.markSynced = resolve));
-    this.settled = new Promise((resolve) => (this.markSettled = resolve));
-    void this.synced.then(() => this.markSettled());
-    const alive = () => (this.lastActivity = Date.now());
-    this.lw.on('connect', alive);
-    // A source stopped in the middle of a list (a reshard) still gets that list's objects from the
-    // ListWatch, and a watch after it: they are no longer this replica's.
-    const event = (type: WatchEventType, o: KubernetesObject) => {
-      if (this.stopped) return;
-      alive();
-      if (type !== 'deleted') keep(o);
-      this.onEvent(spec.kind, type, o as WatchedObject);
-    };
-    this.lw.on('add', (o) => event('added', o));
-    this.lw.on('update', (o) => event('updated', o));
-    this.lw.on('delete', (o) => event('deleted', o));
-    this.lw.on('error', (err) => this.failed(err));
-  }
-
-  /** Silence longer than this means the connection is dead, not the collection quiet. */
-  private get silenceLimitMs(): number {
-    return (this.opts.watchTimeoutSeconds + Math.max(5, this.opts.watchTimeoutSeconds / 5)) * 1000;
-  }
-
-  private checkAlive(): void {
-    if (this.stopped || this.restartTimer || Date.now() - this.lastActivity < this.silenceLimitMs) return;
-    const silentSeconds = Math.round((Date.now() - this.lastActivity) / 1000);
-    void this.lw.stop();
-    this.failed(
-      new Error(
-        `no word from the watch for ${silentSeconds}s although the server ends each after ${this.opts.watchTimeoutSeconds}s: connection presumed dead`,
-      ),
-    );
-  }
-
-  /** Its cache can be read: listed, and not restarting after a failure. */
-  get usable(): boolean {
-    return this.hasSynced && !this.restartTimer && !this.stopped;
-  }
-
-  get label(): string {
-    return `${this.spec.kind}${this.namespace ? ` in ${this.namespace}` : ''}`;
-  }
-
-  async start(): Promise<void> {
-    this.failedSinceStart = false;
-    this.lastActivity = Date.now();
-    this.watchdog ??= setInterval(() => this.checkAlive(), Math.min(this.silenceLimitMs / 4, 15_000));
-    await this.lw.start();
-    // Stopped while it listed: the ListWatch went on to watch; stop that watch too.
-    if (this.stopped) return void (await this.lw.stop());
-    if (this.failedSinceStart) return;
-    const wasFailing = this.failures > 0;
-    this.failures = 0;
-    this.hasSynced = true;
-    this.markSynced();
-    if (wasFailing) this.onRelisted(this);
-  }
-
-  private failed(err: unknown): void {
-    this.failedSinceStart = true;
-    // One restart at a time: an aborted watch reports its own error after the watchdog already did.
-    if (this.stopped || this.restartTimer) return;
-    const delay = Math.min(this.opts.restartBackoffMs.initial * 2 ** this.failures, this.opts.restartBackoffMs.max);
-    this.failures++;
-    this.restarts++;
-    this.onFailed(this, err, delay);
-    this.restartTimer = setTimeout(() => {
-      this.restartTimer = undefined;
-      void this.start();
-    }, delay);
-  }
-
-  async stop(): Promise<void> {
-    this.stopped = true;
-    this.markSettled();
-    clearTimeout(this.restartTimer);
-    clearInterval(this.watchdog);
-    await this.lw.stop();
-  }
-}
 
 /** The sources of one scope: rebuilt when the replica's shards change. */
 interface Watching {
@@ -440,7 +123,7 @@ export class Informer {
         (s) => this.relisted(s),
         (s, err, retryInMs) => this.failed(s, err, retryInMs),
       );
-    const main = [...sources, ...(o.watchHttpRoutes ? [httpRoutes] : [])].flatMap((spec) =>
+    const main = [...mainSources, ...(o.watchHttpRoutes ? [httpRoutes] : [])].flatMap((spec) =>
       namespaces.map((ns) => source(spec, ns)),
     );
     const pods = namespaces.map((ns) => source(podSource, ns));
@@ -612,7 +295,7 @@ export class Informer {
 
   /**
    * Whether lists and watches carry the shards' selector: only where the apiserver was seen to apply
-   * it (src/informer/shard-scope.ts, apiserverFiltersShards). Set before the first reshard.
+   * it (src/sharding/shard-scope.ts, apiserverFiltersShards). Set before the first reshard.
    */
   serverSelector = true;
 

@@ -157,3 +157,11 @@ export async function getJson(kc: KubeConfig, path: string): Promise<{ status: n
   const text = await res.body.text();
   return { status: res.httpStatusCode, body: text ? JSON.parse(text) : undefined };
 }
+
+/** The kubeconfig in `file`, or else in-cluster, then ~/.kube/config. */
+export function loadKubeConfig(file?: string): KubeConfig {
+  const kc = new KubeConfig();
+  if (file) kc.loadFromFile(file);
+  else kc.loadFromDefault();
+  return kc;
+}

@@ -24,91 +24,53 @@ export interface MetricSources {
 export function createMetrics(sources: MetricSources): Registry {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'machinemodel_operator_' });
-  // The informer and signaler keep plain counts; each scrape reads them.
-  const counter = (name: string, help: string, read: () => number) =>
-    new Counter({
-      name,
-      help,
-      registers: [registry],
-      collect() {
-        this.reset();
-        this.inc(read());
-      },
-    });
+  for (const add of [informerMetrics, signalerMetrics, readMetrics, startGateMetrics, deletionMetrics, shardMetrics])
+    add(registry, sources);
+  return registry;
+}
+
+// The informer and the others keep plain counts; each scrape reads them.
+function counter(registry: Registry, name: string, help: string, read: () => number): void {
+  new Counter({
+    name,
+    help,
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(read());
+    },
+  });
+}
+
+function gauge(registry: Registry, name: string, help: string, read: () => number): void {
+  new Gauge({
+    name,
+    help,
+    registers: [registry],
+    collect() {
+      this.set(read());
+    },
+  });
+}
+
+function informerMetrics(registry: Registry, sources: MetricSources): void {
   counter(
+    registry,
     'machinemodel_operator_watch_events_total',
     'Watch events received for MachineModels and their children',
     () => sources.informer?.events ?? 0,
   );
   counter(
+    registry,
     'machinemodel_operator_watch_terminating_namespace_events_total',
     "Children's watch events in namespaces being deleted, which wake no workflow",
     () => sources.informer?.ignoredInTerminatingNamespaces ?? 0,
   );
   counter(
+    registry,
     'machinemodel_operator_watch_restarts_total',
     'List/watch restarts after an error or a watch presumed dead',
     () => sources.informer?.restarts ?? 0,
-  );
-  counter(
-    'machinemodel_operator_signals_sent_total',
-    'Signals delivered to MachineModel workflows',
-    () => sources.signaler?.sent ?? 0,
-  );
-  counter(
-    'machinemodel_operator_signal_failures_total',
-    'Failed attempts to deliver a signal (retried)',
-    () => sources.signaler?.failures ?? 0,
-  );
-  new Counter({
-    name: 'machinemodel_operator_kube_reads_total',
-    help: "The worker's Kubernetes reads, by source: the informer's cache or the apiserver",
-    labelNames: ['source'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      this.inc({ source: 'cache' }, sources.reads?.cache ?? 0);
-      this.inc({ source: 'apiserver' }, sources.reads?.apiserver ?? 0);
-    },
-  });
-  counter(
-    'machinemodel_operator_models_started_total',
-    "New models let through the start gate (their workflows' first signal sent)",
-    () => sources.startGate?.started ?? 0,
-  );
-  counter(
-    'machinemodel_operator_models_start_expired_total',
-    'Started models that freed their place in the start gate at its hold limit, not Ready or stalled by then',
-    () => sources.startGate?.expired ?? 0,
-  );
-  const gauge = (name: string, help: string, read: () => number) =>
-    new Gauge({
-      name,
-      help,
-      registers: [registry],
-      collect() {
-        this.set(read());
-      },
-    });
-  gauge(
-    'machinemodel_operator_models_waiting_to_start',
-    'New models waiting in the start gate for their turn',
-    () => sources.startGate?.waitingCount ?? 0,
-  );
-  gauge(
-    'machinemodel_operator_models_starting',
-    'Models let through the start gate that are not yet Ready or stalled',
-    () => sources.startGate?.startingCount ?? 0,
-  );
-  gauge(
-    'machinemodel_operator_deletions_held',
-    'Models deleted with their namespace, whose workflows are told once no namespace deletion with models is under way',
-    () => sources.deletions?.heldCount ?? 0,
-  );
-  counter(
-    'machinemodel_operator_deletions_released_total',
-    'Held deletions told to their workflows: no namespace deletion under way, a shard lost, or the hold limit',
-    () => sources.deletions?.released ?? 0,
   );
   new Gauge({
     name: 'machinemodel_operator_informer_cached_objects',
@@ -120,27 +82,104 @@ export function createMetrics(sources: MetricSources): Registry {
       for (const [kind, n] of sources.informer?.cachedObjects ?? []) this.set({ kind }, n);
     },
   });
+}
+
+function signalerMetrics(registry: Registry, sources: MetricSources): void {
+  counter(
+    registry,
+    'machinemodel_operator_signals_sent_total',
+    'Signals delivered to MachineModel workflows',
+    () => sources.signaler?.sent ?? 0,
+  );
+  counter(
+    registry,
+    'machinemodel_operator_signal_failures_total',
+    'Failed attempts to deliver a signal (retried)',
+    () => sources.signaler?.failures ?? 0,
+  );
   gauge(
+    registry,
+    'machinemodel_operator_signals_pending',
+    'Models with a signal waiting for delivery',
+    () => sources.signaler?.pendingCount ?? 0,
+  );
+}
+
+function readMetrics(registry: Registry, sources: MetricSources): void {
+  new Counter({
+    name: 'machinemodel_operator_kube_reads_total',
+    help: "The worker's Kubernetes reads, by source: the informer's cache or the apiserver",
+    labelNames: ['source'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc({ source: 'cache' }, sources.reads?.cache ?? 0);
+      this.inc({ source: 'apiserver' }, sources.reads?.apiserver ?? 0);
+    },
+  });
+}
+
+function startGateMetrics(registry: Registry, sources: MetricSources): void {
+  counter(
+    registry,
+    'machinemodel_operator_models_started_total',
+    "New models let through the start gate (their workflows' first signal sent)",
+    () => sources.startGate?.started ?? 0,
+  );
+  counter(
+    registry,
+    'machinemodel_operator_models_start_expired_total',
+    'Started models that freed their place in the start gate at its hold limit, not Ready or stalled by then',
+    () => sources.startGate?.expired ?? 0,
+  );
+  gauge(
+    registry,
+    'machinemodel_operator_models_waiting_to_start',
+    'New models waiting in the start gate for their turn',
+    () => sources.startGate?.waitingCount ?? 0,
+  );
+  gauge(
+    registry,
+    'machinemodel_operator_models_starting',
+    'Models let through the start gate that are not yet Ready or stalled',
+    () => sources.startGate?.startingCount ?? 0,
+  );
+}
+
+function deletionMetrics(registry: Registry, sources: MetricSources): void {
+  gauge(
+    registry,
+    'machinemodel_operator_deletions_held',
+    'Models deleted with their namespace, whose workflows are told once no namespace deletion with models is under way',
+    () => sources.deletions?.heldCount ?? 0,
+  );
+  counter(
+    registry,
+    'machinemodel_operator_deletions_released_total',
+    'Held deletions told to their workflows: no namespace deletion under way, a shard lost, or the hold limit',
+    () => sources.deletions?.released ?? 0,
+  );
+}
+
+function shardMetrics(registry: Registry, sources: MetricSources): void {
+  gauge(
+    registry,
     'machinemodel_operator_shards_server_side',
     'With --shards: 1 when the apiserver sends only the shards asked for (ShardedListAndWatch), 0 when the informer filters alone',
     () => (sources.shards?.serverSide ? 1 : 0),
   );
   gauge(
+    registry,
     'machinemodel_operator_shards_held',
     "Shards whose Leases this replica holds (with --shards): it watches and runs their namespaces' models",
     () => sources.shards?.leases.owned.length ?? 0,
   );
   counter(
+    registry,
     'machinemodel_operator_shards_taken_total',
     'Shard Leases this replica took (at start, or from a replica that left)',
     () => sources.shards?.leases.taken ?? 0,
   );
-  gauge(
-    'machinemodel_operator_signals_pending',
-    'Models with a signal waiting for delivery',
-    () => sources.signaler?.pendingCount ?? 0,
-  );
-  return registry;
 }
 
 /**

@@ -4,7 +4,7 @@ import { Connection, type ConnectionOptions } from '@temporalio/client';
 import { NativeConnection, type NativeConnectionOptions } from '@temporalio/worker';
 import pRetry from 'p-retry';
 import type { TemporalContact } from '../core/shard-assignment.js';
-import type { TemporalConfig } from './config.js';
+import type { TemporalConfig } from './temporal-config.js';
 import type { Reachability } from './ready-gate.js';
 
 /** Read once, up front: a missing certificate file is a configuration error, not something to wait for. */

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import type { RolloutSpec } from '../../src/core/api.js';
 import { shardOf, shardTaskQueue } from '../../src/core/shards.js';
-import { leasePrefixFor, shardLeaseName } from '../../src/process/shard-leases.js';
+import { leasePrefixFor, shardLeaseName } from '../../src/sharding/shard-leases.js';
 import { kubectlFor } from '../support/cluster.js';
 import { eventually } from '../support/eventually.js';
 import { machineModel } from '../support/models.js';

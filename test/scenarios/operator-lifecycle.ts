@@ -11,7 +11,7 @@ import { freePort } from '../../tools/local-stack/processes.js';
 import { finalizerName, workflowIdFor } from '../../src/core/api.js';
 import { selectorString } from '../../src/core/desired-state.js';
 import { recommendedNodeOptions } from '../../src/process/heap-bound.js';
-import { startOptions } from '../../src/informer/workflow-client.js';
+import { startOptions } from '../../src/temporal/workflow-client.js';
 import { stateQuery, workflowType } from '../../workflows/definitions.js';
 import { conditionOf, kubectlFor } from '../support/cluster.js';
 import { eventually } from '../support/eventually.js';

@@ -3,7 +3,7 @@
 // again at the next look; nothing is left running after stop.
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { QueueDrains, type DrainParts } from '../../src/process/queue-drains.js';
+import { QueueDrains, type DrainParts } from '../../src/sharding/queue-drains.js';
 
 function harness() {
   const steps: string[] = [];

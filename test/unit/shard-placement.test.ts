@@ -3,7 +3,7 @@
 // one that failed is applied again when asked again.
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { ShardPlacement, type PlacementParts } from '../../src/process/shard-placement.js';
+import { ShardPlacement, type PlacementParts } from '../../src/sharding/shard-placement.js';
 
 function harness(failStart = new Set<number>()) {
   const steps: string[] = [];

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { shardOf } from '../../src/core/shards.js';
-import { ShardScope } from '../../src/informer/shard-scope.js';
+import { ShardScope } from '../../src/sharding/shard-scope.js';
 
 const names = Array.from({ length: 40 }, (_, i) => `tenant-${i}`);
 

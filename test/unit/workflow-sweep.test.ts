@@ -1,7 +1,7 @@
-// What the look at the running model workflows does with each (src/informer/workflow-sweep.ts):
+// What the look at the running model workflows does with each (src/temporal/workflow-sweep.ts):
 // tell it of its model's deletion, move it to its own queue, and say whether its queue needs a drain.
 import { describe, expect, it } from 'vitest';
-import { runningModelsQuery, sweepStep } from '../../src/informer/workflow-sweep.js';
+import { runningModelsQuery, sweepStep } from '../../src/temporal/workflow-sweep.js';
 
 const base = 'mmo';
 const polled = (q: string) => q === base || q === `${base}/shard-0` || q === `${base}/shard-1`;

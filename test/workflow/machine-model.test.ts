@@ -12,7 +12,7 @@ import {
   stateQuery,
   type RoundOutcome,
 } from '../../workflows/definitions.js';
-import { startOptions } from '../../src/informer/workflow-client.js';
+import { startOptions } from '../../src/temporal/workflow-client.js';
 import { eventually } from '../support/eventually.js';
 import { patchMarkersOf, type RecordedHistory } from '../support/histories.js';
 import { FakeCluster } from '../support/fake-cluster.js';

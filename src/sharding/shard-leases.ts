@@ -16,8 +16,8 @@ import {
   type TemporalContact,
   type ObservedLease,
 } from '../core/shard-assignment.js';
-import { apiClient } from './kube-api.js';
-import { apiMessage, apiStatus } from './kube-errors.js';
+import { apiClient } from '../process/kube-api.js';
+import { apiMessage, apiStatus } from '../process/kube-errors.js';
 import { layoutTag, namespaceHash, type ShardLayout } from '../core/shards.js';
 
 export interface ShardLeaseOptions {

@@ -9,12 +9,12 @@
 //   is told to move to its own queue, where it continues as new. Only a polled queue can take the
 //   signal: every replica polls the base queue, and the shard queues of the current layout are held.
 //   The queues of such workflows that the layout leaves unpolled are returned, to be drained
-//   (src/process/queue-drains.ts).
+//   (src/sharding/queue-drains.ts).
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { moveSignal, workflowType } from '../../workflows/definitions.js';
 import { rolloutWorkflowType } from '../../workflows/rollout-definitions.js';
 import { nameAttribute, namespaceAttribute } from '../../workflows/search-attributes.js';
-import type { SignalRequest } from './event-filter.js';
+import type { SignalRequest } from '../informer/event-filter.js';
 
 export interface WorkflowSweep {
   /** The queues whose workflows to look at: the base queue, and with shards every shard's queue. */

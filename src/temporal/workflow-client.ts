@@ -1,7 +1,7 @@
 // Starting and signalling MachineModel workflows: used by the informer and mmctl.
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { workflowIdFor } from '../core/api.js';
-import type { SignalRequest } from './event-filter.js';
+import type { SignalRequest } from '../informer/event-filter.js';
 import { nameAttribute, namespaceAttribute, phaseAttribute } from '../../workflows/search-attributes.js';
 import {
   deletedSignal,
