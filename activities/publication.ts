@@ -53,7 +53,7 @@ export function registerRouteActivity({ gateway, build, kube }: ActivityDeps) {
   /** `canaryShare`: the canary's percent of the requests, as the model's round decided it. */
   return async function registerRoute(snapshot: ModelSnapshot, canaryShare = 0): Promise<RegisterResult> {
     if (!gateway) return { configured: false, registered: false, changes: [] };
-    const { ref, spec } = snapshot;
+    const { ref } = snapshot;
     const changes: string[] = [];
     try {
       const existing = await gateway.list();
