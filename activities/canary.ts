@@ -31,6 +31,7 @@ import { fail, kubeFailure } from './failure.js';
 import { apiStatus } from '../src/process/kube-errors.js';
 
 type Owned = Parameters<typeof ownershipOf>[0];
+type Kube = ActivityDeps['kube'];
 
 /**
  * Why the live MachineModel does not back a request (logged, never applied), if it does not. Not
@@ -73,12 +74,7 @@ export function boundedShare(ref: ModelRef, spec: MachineModelSpec, asked: numbe
   return withinCeiling(ref, 'weight', asked, canaryCeiling(spec).weight);
 }
 
-async function readOurs<T extends KubernetesObject>(
-  kube: ActivityDeps['kube'],
-  ref: ModelRef,
-  apiVersion: string,
-  kind: string,
-) {
+async function readOurs<T extends KubernetesObject>(kube: Kube, ref: ModelRef, apiVersion: string, kind: string) {
   const name = canaryName(ref.name);
   const live = await kube.read<T>(apiVersion, kind, ref.namespace, name);
   if (live && ownershipOf(live as Owned, ref) !== 'ours') {
@@ -87,129 +83,164 @@ async function readOurs<T extends KubernetesObject>(
   return live;
 }
 
+/** What the running rollout asks of its canary: its revision, at this size. */
+interface CanaryRequest {
+  revision: Revision;
+  replicas: number;
+}
+
+/** A request the live MachineModel backs: its spec, the spec's revision, and the size within its ceiling. */
+interface BackedCanary {
+  spec: MachineModelSpec;
+  revision: Revision;
+  replicas: number;
+}
+
 /**
  * The model's round makes the canary what the running rollout asks (its revision, at `replicas`), or
  * removes it (no revision given). The revision is the live spec's: a request for another is refused,
  * and the objects are built from the spec, so a forged revision carrying other fields adds nothing.
  */
-export function syncCanaryActivity(deps: ActivityDeps) {
-  const { kube, build } = deps;
-  async function remove(ref: ModelRef): Promise<string[]> {
-    const changes: string[] = [];
-    // The Service first: a Deployment left without one takes no requests.
-    for (const [apiVersion, kind] of [
-      ['v1', 'Service'],
-      ['apps/v1', 'Deployment'],
-    ] as const) {
-      const live = await kube.read(apiVersion, kind, ref.namespace, canaryName(ref.name));
-      if (!live || ownershipOf(live as Owned, ref) !== 'ours') continue;
-      await kube.delete(live, live.metadata?.uid);
-      changes.push(`canary ${kind} removed`);
-    }
-    return changes;
-  }
-
-  /**
-   * Deletes a canary object someone changed, to make it again: only the version read, so a newer
-   * round's relabel, or another owner's since, stays. Status writes move a Deployment's version on,
-   * so a conflict reads it again and, while only its status moved, decides again, a few times.
-   * False: it no longer needs to go, or it changed beyond its status (the next round decides).
-   */
-  async function madeAgain<T extends KubernetesObject>(
-    ref: ModelRef,
-    read: T,
-    readAgain: () => Promise<T | undefined>,
-    stillToGo: (live: T) => boolean,
-    why: string,
-  ): Promise<boolean> {
-    log.warn('deleting the canary object someone changed, to make it again', {
-      model: `${ref.namespace}/${ref.name}`,
-      kind: read.kind,
-      why,
-    });
-    let live: T | undefined = read;
-    // Read again, only status may have moved on: the same object at the same generation. A newer
-    // round's relabel or another owner's change (a new generation, or a Service's new version) stays.
-    const sameSpec = (l: T) =>
-      l.metadata?.uid === read.metadata?.uid &&
-      read.metadata?.generation !== undefined &&
-      l.metadata?.generation === read.metadata.generation;
-    for (let attempt = 1; live && stillToGo(live); attempt++) {
-      try {
-        await kube.delete(live, live.metadata?.uid, live.metadata?.resourceVersion);
-        return true;
-      } catch (err) {
-        if (apiStatus(err) !== 409 || attempt >= 3) throw err;
-      }
-      const again = await readAgain();
-      if (again && !sameSpec(again)) return false;
-      live = again;
-    }
-    return false;
-  }
-
+export function syncCanaryActivity({ kube, build }: ActivityDeps) {
   return async function syncCanary(input: {
     ref: ModelRef;
     /** The running rollout's revision and the size it asks; none: the canary goes. */
-    canary?: { revision: Revision; replicas: number };
+    canary?: CanaryRequest;
   }): Promise<{ changes: string[]; refused?: string }> {
     const { ref, canary } = input;
     try {
-      if (!canary) return { changes: await remove(ref) };
-      const model = await kube.getModel(ref.namespace, ref.name);
-      if (!model || model.metadata.uid !== ref.uid || model.metadata.deletionTimestamp) {
-        // Its next round cleans up instead; a canary would only go again with the model.
-        return {
-          changes: [],
-          refused: `MachineModel ${ref.namespace}/${ref.name} (uid ${ref.uid}) is gone or deleting`,
-        };
-      }
-      const refused = disagreement(ref, model.spec, { revision: canary.revision });
-      if (refused) return { changes: [], refused };
-      const revision = revisionOf(model.spec);
-      const asked = Math.max(1, Math.floor(canary.replicas) || 1);
-      const replicas = withinCeiling(ref, 'replicas', asked, canaryCeiling(model.spec).replicas);
-      const changes: string[] = [];
-      const desired = buildCanaryDeployment(ref, model.spec, revision, replicas, build);
-      const readDeployment = () => readOurs<V1Deployment>(kube, ref, 'apps/v1', 'Deployment');
-      const deployment = await readDeployment();
-      const foreign = deployment ? foreignRunFields(desired, deployment) : [];
-      // An apply would keep what another manager set: made again, with the share at none meanwhile.
-      const remade =
-        foreign.length > 0 &&
-        (await madeAgain(
-          ref,
-          deployment!,
-          readDeployment,
-          (d) => foreignRunFields(desired, d).length > 0,
-          `it ran ${foreign.join(', ')}, which its revision does not set`,
-        ));
-      if (remade) changes.push(`canary Deployment made again (it ran ${foreign.join(', ')})`);
-      if (remade || !deployment || !isSubset(desired, deployment)) {
-        await kube.apply(desired as V1Deployment);
-        changes.push(`canary Deployment: ${replicas} × ${revision.image}`);
-      }
-      const service = buildCanaryService(ref, model.spec, revision);
-      const readService = () => readOurs(kube, ref, 'v1', 'Service');
-      const liveService = await readService();
-      // An apply would keep the other manager's selector keys: made again, as the Deployment above.
-      const narrowed =
-        !!liveService &&
-        selectorNarrowed(service, liveService) &&
-        (await madeAgain(
-          ref,
-          liveService,
-          readService,
-          (live) => selectorNarrowed(service, live),
-          'its selector was narrowed',
-        ));
-      if (narrowed) changes.push('canary Service made again (its selector was narrowed)');
-      if (narrowed || !liveService || !isSubset(service, liveService)) await kube.apply(service as KubernetesObject);
-      return { changes };
+      if (!canary) return { changes: await removeCanary(kube, ref) };
+      const backed = await backedByModel(kube, ref, canary);
+      if ('refused' in backed) return { changes: [], refused: backed.refused };
+      const deployment = await keepCanaryDeployment(kube, build, ref, backed);
+      const service = await keepCanaryService(kube, ref, backed);
+      return { changes: [...deployment, ...service] };
     } catch (err) {
       throw kubeFailure(err, `keeping the canary of MachineModel ${ref.namespace}/${ref.name}`);
     }
   };
+}
+
+/** The canary's objects, those of this model only. */
+async function removeCanary(kube: Kube, ref: ModelRef): Promise<string[]> {
+  const changes: string[] = [];
+  // The Service first: a Deployment left without one takes no requests.
+  for (const [apiVersion, kind] of [
+    ['v1', 'Service'],
+    ['apps/v1', 'Deployment'],
+  ] as const) {
+    const live = await kube.read(apiVersion, kind, ref.namespace, canaryName(ref.name));
+    if (!live || ownershipOf(live as Owned, ref) !== 'ours') continue;
+    await kube.delete(live, live.metadata?.uid);
+    changes.push(`canary ${kind} removed`);
+  }
+  return changes;
+}
+
+/** The request as the live MachineModel backs it, or why it does not. */
+async function backedByModel(
+  kube: Kube,
+  ref: ModelRef,
+  canary: CanaryRequest,
+): Promise<BackedCanary | { refused: string }> {
+  const model = await kube.getModel(ref.namespace, ref.name);
+  if (!model || model.metadata.uid !== ref.uid || model.metadata.deletionTimestamp) {
+    // Its next round cleans up instead; a canary would only go again with the model.
+    return { refused: `MachineModel ${ref.namespace}/${ref.name} (uid ${ref.uid}) is gone or deleting` };
+  }
+  const refused = disagreement(ref, model.spec, { revision: canary.revision });
+  if (refused) return { refused };
+  const asked = Math.max(1, Math.floor(canary.replicas) || 1);
+  return {
+    spec: model.spec,
+    revision: revisionOf(model.spec),
+    replicas: withinCeiling(ref, 'replicas', asked, canaryCeiling(model.spec).replicas),
+  };
+}
+
+/** The canary Deployment as its revision builds it, at the backed size. */
+async function keepCanaryDeployment(
+  kube: Kube,
+  build: ActivityDeps['build'],
+  ref: ModelRef,
+  { spec, revision, replicas }: BackedCanary,
+): Promise<string[]> {
+  const changes: string[] = [];
+  const desired = buildCanaryDeployment(ref, spec, revision, replicas, build);
+  const readDeployment = () => readOurs<V1Deployment>(kube, ref, 'apps/v1', 'Deployment');
+  const deployment = await readDeployment();
+  const foreign = deployment ? foreignRunFields(desired, deployment) : [];
+  // An apply would keep what another manager set: made again, with the share at none meanwhile.
+  const remade =
+    foreign.length > 0 &&
+    (await madeAgain(
+      kube,
+      ref,
+      deployment!,
+      readDeployment,
+      (d) => foreignRunFields(desired, d).length > 0,
+      `it ran ${foreign.join(', ')}, which its revision does not set`,
+    ));
+  if (remade) changes.push(`canary Deployment made again (it ran ${foreign.join(', ')})`);
+  if (remade || !deployment || !isSubset(desired, deployment)) {
+    await kube.apply(desired as V1Deployment);
+    changes.push(`canary Deployment: ${replicas} × ${revision.image}`);
+  }
+  return changes;
+}
+
+/** The canary Service as its revision builds it. */
+async function keepCanaryService(kube: Kube, ref: ModelRef, { spec, revision }: BackedCanary): Promise<string[]> {
+  const service = buildCanaryService(ref, spec, revision);
+  const readService = () => readOurs(kube, ref, 'v1', 'Service');
+  const live = await readService();
+  // An apply would keep the other manager's selector keys: made again, as the Deployment.
+  const narrowed =
+    !!live &&
+    selectorNarrowed(service, live) &&
+    (await madeAgain(kube, ref, live, readService, (l) => selectorNarrowed(service, l), 'its selector was narrowed'));
+  if (narrowed || !live || !isSubset(service, live)) await kube.apply(service as KubernetesObject);
+  return narrowed ? ['canary Service made again (its selector was narrowed)'] : [];
+}
+
+/**
+ * Deletes a canary object someone changed, to make it again: only the version read, so a newer
+ * round's relabel, or another owner's since, stays. Status writes move a Deployment's version on,
+ * so a conflict reads it again and, while only its status moved, decides again, a few times.
+ * False: it no longer needs to go, or it changed beyond its status (the next round decides).
+ */
+async function madeAgain<T extends KubernetesObject>(
+  kube: Kube,
+  ref: ModelRef,
+  read: T,
+  readAgain: () => Promise<T | undefined>,
+  stillToGo: (live: T) => boolean,
+  why: string,
+): Promise<boolean> {
+  log.warn('deleting the canary object someone changed, to make it again', {
+    model: `${ref.namespace}/${ref.name}`,
+    kind: read.kind,
+    why,
+  });
+  let live: T | undefined = read;
+  // Read again, only status may have moved on: the same object at the same generation. A newer
+  // round's relabel or another owner's change (a new generation, or a Service's new version) stays.
+  const sameSpec = (l: T) =>
+    l.metadata?.uid === read.metadata?.uid &&
+    read.metadata?.generation !== undefined &&
+    l.metadata?.generation === read.metadata.generation;
+  for (let attempt = 1; live && stillToGo(live); attempt++) {
+    try {
+      await kube.delete(live, live.metadata?.uid, live.metadata?.resourceVersion);
+      return true;
+    } catch (err) {
+      if (apiStatus(err) !== 409 || attempt >= 3) throw err;
+    }
+    const again = await readAgain();
+    if (again && !sameSpec(again)) return false;
+    live = again;
+  }
+  return false;
 }
 
 /**

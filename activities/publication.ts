@@ -42,89 +42,33 @@ function ownedRoutes(routes: ExistingRoute[], models: MachineModel[]): OwnedRout
   );
 }
 
-export function registerRouteActivity({ gateway, build, kube }: ActivityDeps) {
-  /** After a write: the older model whose colliding route appeared meanwhile, if ours must give way to it. */
-  async function raceWinner(route: RouteSpec): Promise<ModelRef | undefined> {
-    const rivals = (await gateway!.list()).filter(
-      (r) =>
-        r.id === route.id ||
-        (r.owner &&
-          (r.owner.namespace !== route.namespace || r.owner.name !== route.name) &&
-          prefixesCollide(r.pathPrefix, route.pathPrefix)),
-    );
-    if (rivals.length < 2) return undefined;
-    const models = (await Promise.all(rivals.map((r) => kube.getModel(r.owner!.namespace, r.owner!.name)))).filter(
-      (m) => m !== undefined,
-    );
-    const owned = ownedRoutes(rivals, models);
-    if (!collisionLosers(owned).some((r) => r.id === route.id)) return undefined;
-    return owned.filter((r) => r.id !== route.id).sort(olderFirst)[0]?.owner;
-  }
+type Gateway = NonNullable<ActivityDeps['gateway']>;
 
+/**
+ * Publishes the model's route, or says why it is not published: publication off, another tenant's
+ * URLs or hostnames, a prefix another model holds (before our write, or won in a race with it).
+ * Whatever the outcome, no route of ours stays at an old prefix.
+ */
+export function registerRouteActivity({ gateway, build, kube }: ActivityDeps) {
   /** `canaryShare`: the canary's percent of the requests, as the model's round decided it. */
   return async function registerRoute(snapshot: ModelSnapshot, canaryShare = 0): Promise<RegisterResult> {
     if (!gateway) return { configured: false, registered: false, changes: [] };
-    const { ref, spec } = snapshot;
+    const { ref } = snapshot;
     const changes: string[] = [];
     try {
       const existing = await gateway.list();
       const own = existing.filter((r) => r.owner?.namespace === ref.namespace && r.owner.name === ref.name);
-      const removeOwn = async (keep?: string) => {
-        for (const r of own) {
-          if (r.id !== keep && r.owner && (await gateway.remove(r.id, r.owner))) changes.push(`route ${r.id} removed`);
-        }
-      };
-      if (!wantsRoute(spec)) {
-        await removeOwn();
-        return {
-          configured: true,
-          registered: false,
-          condition: gatewayCondition('False', 'Disabled', 'spec.gateway.enabled is false'),
-          changes,
-        };
-      }
-      const route = routeSpec(ref, spec, build, boundedShare(ref, spec, canaryShare));
-      const refusal = await routeRefusalFor(route, readDelegation(kube));
-      if (refusal) {
-        // Another tenant's URLs or hostnames: never published, and nothing of ours stays at the old ones.
-        await removeOwn();
-        return {
-          configured: true,
-          registered: false,
-          condition: gatewayCondition('False', refusal.reason, refusal.message),
-          changes,
-        };
-      }
-      const conflict = findConflict(route, existing);
-      if (conflict.kind === 'taken') {
-        // Never publish over another model's traffic; our own older routes go too, so nothing stale stays.
-        await removeOwn();
-        const message = `path prefix ${route.pathPrefix} collides with ${conflict.by}; choose another spec.gateway.pathPrefix`;
-        return {
-          configured: true,
-          registered: false,
-          condition: gatewayCondition('False', 'PathConflict', message),
-          changes,
-        };
+      const asked = await routeOrRefusal(kube, build, snapshot, canaryShare, existing);
+      if ('refused' in asked) {
+        // Nothing of ours stays published where the model is not.
+        await removeOwn(gateway, own, changes);
+        return notRegistered(asked.refused, changes);
       }
       // Routes of a previous object of this name, or of an earlier prefix, are replaced.
-      await removeOwn(route.id);
-      if (await gateway.put(route)) {
-        changes.push(`route ${route.pathPrefix} published`);
-        const winner = await raceWinner(route);
-        if (winner) {
-          // Another model published a colliding prefix between our check and our write, and it is older.
-          if (await gateway.remove(route.id, ref)) changes.push(`route ${route.id} withdrawn`);
-          const message = `path prefix ${route.pathPrefix} collides with MachineModel ${winner.namespace}/${winner.name}, published at the same time and older; choose another spec.gateway.pathPrefix`;
-          return {
-            configured: true,
-            registered: false,
-            condition: gatewayCondition('False', 'PathConflict', message),
-            changes,
-          };
-        }
-      }
-      const url = gateway.publicURL(route);
+      await removeOwn(gateway, own, changes, asked.route.id);
+      const lost = await publishOrYield(gateway, kube, ref, asked.route, changes);
+      if (lost) return notRegistered(lost, changes);
+      const url = gateway.publicURL(asked.route);
       return {
         configured: true,
         registered: true,
@@ -134,16 +78,86 @@ export function registerRouteActivity({ gateway, build, kube }: ActivityDeps) {
       };
     } catch (err) {
       if (err instanceof GatewayMisconfigured) {
-        return {
-          configured: true,
-          registered: false,
-          condition: gatewayCondition('False', 'GatewayMisconfigured', err.message),
-          changes,
-        };
+        return notRegistered(gatewayCondition('False', 'GatewayMisconfigured', err.message), changes);
       }
       throw gatewayFailure(err, `publishing MachineModel ${ref.namespace}/${ref.name} on the gateway`);
     }
   };
+}
+
+/** The route the spec asks for, or the condition that says why it gets none. */
+async function routeOrRefusal(
+  kube: ActivityDeps['kube'],
+  build: ActivityDeps['build'],
+  { ref, spec }: ModelSnapshot,
+  canaryShare: number,
+  existing: ExistingRoute[],
+): Promise<{ route: RouteSpec } | { refused: GatewayCondition }> {
+  if (!wantsRoute(spec)) return { refused: gatewayCondition('False', 'Disabled', 'spec.gateway.enabled is false') };
+  const route = routeSpec(ref, spec, build, boundedShare(ref, spec, canaryShare));
+  // Another tenant's URLs or hostnames: never published.
+  const refusal = await routeRefusalFor(route, readDelegation(kube));
+  if (refusal) return { refused: gatewayCondition('False', refusal.reason, refusal.message) };
+  // Never published over another model's traffic.
+  const conflict = findConflict(route, existing);
+  if (conflict.kind === 'taken') {
+    const message = `path prefix ${route.pathPrefix} collides with ${conflict.by}; choose another spec.gateway.pathPrefix`;
+    return { refused: gatewayCondition('False', 'PathConflict', message) };
+  }
+  return { route };
+}
+
+/** Removes the model's routes on the gateway, but `keep`. */
+async function removeOwn(gateway: Gateway, own: ExistingRoute[], changes: string[], keep?: string): Promise<void> {
+  for (const r of own) {
+    if (r.id !== keep && r.owner && (await gateway.remove(r.id, r.owner))) changes.push(`route ${r.id} removed`);
+  }
+}
+
+/**
+ * Puts the route; when that changed it, gives way to an older model that published a colliding
+ * prefix between our check and our write. The PathConflict condition when it gave way.
+ */
+async function publishOrYield(
+  gateway: Gateway,
+  kube: ActivityDeps['kube'],
+  ref: ModelRef,
+  route: RouteSpec,
+  changes: string[],
+): Promise<GatewayCondition | undefined> {
+  if (!(await gateway.put(route))) return undefined;
+  changes.push(`route ${route.pathPrefix} published`);
+  const winner = await raceWinner(gateway, kube, route);
+  if (!winner) return undefined;
+  if (await gateway.remove(route.id, ref)) changes.push(`route ${route.id} withdrawn`);
+  const message = `path prefix ${route.pathPrefix} collides with MachineModel ${winner.namespace}/${winner.name}, published at the same time and older; choose another spec.gateway.pathPrefix`;
+  return gatewayCondition('False', 'PathConflict', message);
+}
+
+/** After a write: the older model whose colliding route appeared meanwhile, if ours must give way to it. */
+async function raceWinner(
+  gateway: Gateway,
+  kube: ActivityDeps['kube'],
+  route: RouteSpec,
+): Promise<ModelRef | undefined> {
+  const rivals = (await gateway.list()).filter(
+    (r) =>
+      r.id === route.id ||
+      (r.owner &&
+        (r.owner.namespace !== route.namespace || r.owner.name !== route.name) &&
+        prefixesCollide(r.pathPrefix, route.pathPrefix)),
+  );
+  if (rivals.length < 2) return undefined;
+  const models = (await Promise.all(rivals.map((r) => kube.getModel(r.owner!.namespace, r.owner!.name)))).filter(
+    (m) => m !== undefined,
+  );
+  const owned = ownedRoutes(rivals, models);
+  if (!collisionLosers(owned).some((r) => r.id === route.id)) return undefined;
+  return owned.filter((r) => r.id !== route.id).sort(olderFirst)[0]?.owner;
+}
+
+function notRegistered(condition: GatewayCondition, changes: string[]): RegisterResult {
+  return { configured: true, registered: false, condition, changes };
 }
 
 export function unregisterRouteActivity({ gateway }: ActivityDeps) {

@@ -108,156 +108,193 @@ function failureLine(f: temporal.api.failure.v1.IFailure | null | undefined): st
 /** The steps that begin a round: each reads the object (`readAndApply` may apply its children and write the status too). */
 const readSteps = new Set(['readModel', 'readAndApply']);
 
+/** A regular activity's scheduling, kept until its closing event names it. */
+interface Scheduled {
+  type: string;
+  summary?: string;
+  at: number;
+}
+
 /**
  * Splits one run's history into rounds. A round begins with its read step and holds every step
  * until the next one; `phaseBefore` is the phase the run started with (carried across continue-as-new).
  */
 export function roundsOf(runId: string, events: HistoryEvent[]): RoundRecord[] {
-  const rounds: RoundRecord[] = [];
-  let current: RoundRecord | undefined;
-  let phase: Phase | undefined;
-  let wakes: string[] = [];
-  let written: string[] = [];
-  const timers = new Map<string, string | undefined>();
-  const scheduled = new Map<string, { type: string; summary?: string; at: number }>();
+  const reader = new RoundReader(runId);
+  for (const e of events) reader.read(e);
+  return reader.rounds;
+}
+
+/** Reads a history event by event: what wakes the next round, then the steps of each round. */
+class RoundReader {
+  readonly rounds: RoundRecord[] = [];
+  private current: RoundRecord | undefined;
+  private phase: Phase | undefined;
+  /** What woke the round not yet begun. */
+  private wakes: string[] = [];
+  /** What the current round wrote: the watch events they cause wake no round. */
+  private written: string[] = [];
+  private readonly timers = new Map<string, string | undefined>();
+  private readonly scheduled = new Map<string, Scheduled>();
   // A regular activity's retries are no events of their own: its started event holds the last attempt.
-  const attempts = new Map<string, number>();
+  private readonly attempts = new Map<string, number>();
+
+  constructor(private readonly runId: string) {}
+
+  read(e: HistoryEvent): void {
+    const at = millisOf(e.eventTime as Time);
+    const summary = decoded<string>(e.userMetadata?.summary);
+    if (e.workflowExecutionStartedEventAttributes) {
+      this.started(e.workflowExecutionStartedEventAttributes);
+    } else if (e.markerRecordedEventAttributes) {
+      this.marker(e.markerRecordedEventAttributes, summary, at);
+    } else if (e.activityTaskScheduledEventAttributes) {
+      const type = e.activityTaskScheduledEventAttributes.activityType?.name ?? '?';
+      this.scheduled.set(String(e.eventId), { type, summary, at });
+      this.beginStep(type, at);
+    } else if (e.activityTaskStartedEventAttributes) {
+      this.attempts.set(String(e.eventId), e.activityTaskStartedEventAttributes.attempt ?? 1);
+    } else if (
+      e.activityTaskCompletedEventAttributes ||
+      e.activityTaskFailedEventAttributes ||
+      e.activityTaskTimedOutEventAttributes
+    ) {
+      this.activityClosed(e, at);
+    } else if (e.workflowExecutionSignaledEventAttributes) {
+      this.signaled(e.workflowExecutionSignaledEventAttributes);
+    } else if (e.workflowExecutionUpdateAcceptedEventAttributes) {
+      const req = e.workflowExecutionUpdateAcceptedEventAttributes.acceptedRequest?.input;
+      const by = decoded<{ requestedBy?: string }>(req?.args?.payloads?.[0])?.requestedBy;
+      this.wakes.push(`${req?.name ?? 'update'}${by ? ` by ${by}` : ''}`);
+    } else if (e.timerStartedEventAttributes) {
+      const a = e.timerStartedEventAttributes;
+      const seconds = millisOf(a.startToFireTimeout as Time) / 1000;
+      this.timers.set(a.timerId ?? '', summary ?? `${seconds} s`);
+    } else if (e.timerFiredEventAttributes) {
+      const what = this.timers.get(e.timerFiredEventAttributes.timerId ?? '');
+      if (what && !timerSummariesInsideARound.some((s) => what.startsWith(s))) this.wakes.push(`timer: ${what}`);
+    }
+  }
+
+  private started(a: temporal.api.history.v1.IWorkflowExecutionStartedEventAttributes): void {
+    const input = decoded<{ state?: { phase?: Phase } }>(a.input?.payloads?.[0]);
+    this.phase = input?.state?.phase;
+    this.wakes.push(a.continuedExecutionRunId ? 'continued as new' : 'workflow started');
+  }
+
+  /** A local activity's marker: the step and its result in one event. */
+  private marker(m: temporal.api.history.v1.IMarkerRecordedEventAttributes, summary: string | undefined, at: number) {
+    if (m.markerName !== 'core_local_activity') return;
+    const data = decoded<MarkerData>(m.details?.data?.payloads?.[0]);
+    const type = data?.activity_type ?? '?';
+    const startedAt = millisOf(data?.original_schedule_time) || at;
+    const result = decoded<unknown>(m.details?.result?.payloads?.[0]);
+    const failure = m.failure ? failureLine(m.failure) : undefined;
+    this.endStep({ local: true, type, summary, startedAt, endedAt: at, attempts: data?.attempt ?? 1, result, failure });
+  }
+
+  /** A regular activity's completion, failure or timeout, with what its scheduling said. */
+  private activityClosed(e: HistoryEvent, at: number): void {
+    const done = e.activityTaskCompletedEventAttributes;
+    const failed = e.activityTaskFailedEventAttributes ?? e.activityTaskTimedOutEventAttributes;
+    const a = (done ?? failed)!;
+    const s = this.scheduled.get(String(a.scheduledEventId));
+    if (!s) return;
+    this.endStep({
+      local: false,
+      type: s.type,
+      summary: s.summary,
+      startedAt: s.at,
+      endedAt: at,
+      attempts: this.attempts.get(String(a.startedEventId)) ?? 1,
+      result: done ? decoded<unknown>(done.result?.payloads?.[0]) : undefined,
+      failure: failed ? failureLine(failed.failure) : undefined,
+    });
+  }
+
+  private signaled(a: temporal.api.history.v1.IWorkflowExecutionSignaledEventAttributes): void {
+    const arg = decoded<Hint>(a.input?.payloads?.[0]);
+    // The workflow ignores the watch events of the round before's writes (workflows/machine-model.ts).
+    if (a.signalName === 'reconcile' && arg?.source !== undefined && isEchoOf(this.written, arg as VersionedHint))
+      return;
+    this.wakes.push(signalTrigger(a.signalName, arg));
+  }
 
   /** Every round begins by reading the object; a step before any such read (none today) opens one too. */
-  const beginStep = (type: string, at: number) => {
-    if (!readSteps.has(type) && current) return;
-    current = {
-      runId,
+  private beginStep(type: string, at: number): void {
+    if (!readSteps.has(type) && this.current) return;
+    this.current = {
+      runId: this.runId,
       startedAt: new Date(at).toISOString(),
       durationMs: 0,
-      triggers: dedupe(wakes),
+      triggers: dedupe(this.wakes),
       changes: [],
-      phaseBefore: phase,
+      phaseBefore: this.phase,
       errors: [],
       steps: [],
     };
-    rounds.push(current);
-    wakes = [];
-    written = [];
-  };
-  const endStep = ({ local, type, summary, startedAt, endedAt, attempts, result, failure }: FinishedStep) => {
+    this.rounds.push(this.current);
+    this.wakes = [];
+    this.written = [];
+  }
+
+  private endStep({ local, type, summary, startedAt, endedAt, attempts, result, failure }: FinishedStep): void {
     // A regular activity's round began when it was scheduled.
-    if (local || !current) beginStep(type, startedAt);
-    const round = current!;
+    if (local || !this.current) this.beginStep(type, startedAt);
+    const round = this.current!;
     round.steps.push(`${summary ?? type}${attempts > 1 ? ` (${attempts} attempts)` : ''}`);
     round.durationMs = Math.max(round.durationMs, Math.round(endedAt - Date.parse(round.startedAt)));
     if (failure !== undefined) {
       round.errors.push(`${type}: ${failure}`);
       return;
     }
-    noteResult(round, type, result);
-  };
-  const noteResult = (round: RoundRecord, type: string, result: unknown): void => {
-    if (type === 'readAndApply') {
-      const { model, applied, refused, reported } = (result ?? {}) as {
-        model?: unknown;
-        applied?: unknown;
-        refused?: { message?: string };
-        reported?: { status?: unknown; summary?: string };
-      };
-      noteResult(round, 'readModel', model ?? null);
-      if (applied) noteResult(round, 'applyChildren', applied);
-      // Read as a failed applyChildren step would be.
-      if (refused) round.errors.push(`applyChildren: ${refused.message ?? 'refused'}`);
-      // Read as the status step would be, whose summary it carries.
-      if (reported) {
-        if (reported.summary) round.steps.push(reported.summary);
-        noteResult(round, 'writeStatus', reported.status);
-      }
-      return;
-    }
+    this.noteResult(round, type, result);
+  }
+
+  private noteResult(round: RoundRecord, type: string, result: unknown): void {
+    if (type === 'readAndApply') return this.noteReadAndApply(round, result);
     if (type === 'readModel' && result === null) round.gone = true;
     const r = (result ?? {}) as Record<string, unknown>;
     if (Array.isArray(r.changes)) round.changes.push(...(r.changes as string[]));
-    if (Array.isArray(r.written)) written.push(...(r.written as string[]));
-    if (typeof r.written === 'string') written.push(r.written);
+    if (Array.isArray(r.written)) this.written.push(...(r.written as string[]));
+    if (typeof r.written === 'string') this.written.push(r.written);
     if (type === 'ensureFinalizer' && r.added) round.changes.push('finalizer added');
     if (type === 'removeFinalizer' && r.removed) round.changes.push('finalizer removed');
     if (type === 'unregisterRoute' && r.removed) round.changes.push('gateway route removed');
     const readiness = readinessLine(type === 'applyChildren' ? r.readiness : undefined);
     if (readiness) round.readiness = readiness;
-    if (type === 'writeStatus' && typeof r.phase === 'string') {
-      phase = r.phase as Phase;
-      round.phaseAfter = phase;
-      if (phase === 'Failed') {
-        const ready = (r.conditions as { type: string; reason: string; message: string }[] | undefined)?.find(
-          (c) => c.type === 'Ready',
-        );
-        // The failed step's own error says the same: add the reason only when nothing did.
-        if (ready && !round.errors.some((e) => e.endsWith(ready.message)))
-          round.errors.push(`${ready.reason}: ${ready.message}`);
-      }
-    }
-  };
+    if (type === 'writeStatus' && typeof r.phase === 'string') this.notePhase(round, r.phase as Phase, r.conditions);
+  }
 
-  for (const e of events) {
-    const at = millisOf(e.eventTime as Time);
-    const summary = decoded<string>(e.userMetadata?.summary);
-    if (e.workflowExecutionStartedEventAttributes) {
-      const a = e.workflowExecutionStartedEventAttributes;
-      const input = decoded<{ state?: { phase?: Phase } }>(a.input?.payloads?.[0]);
-      phase = input?.state?.phase;
-      wakes.push(a.continuedExecutionRunId ? 'continued as new' : 'workflow started');
-    } else if (e.markerRecordedEventAttributes) {
-      const m = e.markerRecordedEventAttributes;
-      if (m.markerName === 'core_local_activity') {
-        const data = decoded<MarkerData>(m.details?.data?.payloads?.[0]);
-        const type = data?.activity_type ?? '?';
-        const startedAt = millisOf(data?.original_schedule_time) || at;
-        const result = decoded<unknown>(m.details?.result?.payloads?.[0]);
-        const failure = m.failure ? failureLine(m.failure) : undefined;
-        endStep({ local: true, type, summary, startedAt, endedAt: at, attempts: data?.attempt ?? 1, result, failure });
-      }
-    } else if (e.activityTaskScheduledEventAttributes) {
-      const type = e.activityTaskScheduledEventAttributes.activityType?.name ?? '?';
-      scheduled.set(String(e.eventId), { type, summary, at });
-      beginStep(type, at);
-    } else if (e.activityTaskStartedEventAttributes) {
-      attempts.set(String(e.eventId), e.activityTaskStartedEventAttributes.attempt ?? 1);
-    } else if (
-      e.activityTaskCompletedEventAttributes ||
-      e.activityTaskFailedEventAttributes ||
-      e.activityTaskTimedOutEventAttributes
-    ) {
-      const done = e.activityTaskCompletedEventAttributes;
-      const failed = e.activityTaskFailedEventAttributes ?? e.activityTaskTimedOutEventAttributes;
-      const a = (done ?? failed)!;
-      const s = scheduled.get(String(a.scheduledEventId));
-      if (s)
-        endStep({
-          local: false,
-          type: s.type,
-          summary: s.summary,
-          startedAt: s.at,
-          endedAt: at,
-          attempts: attempts.get(String(a.startedEventId)) ?? 1,
-          result: done ? decoded<unknown>(done.result?.payloads?.[0]) : undefined,
-          failure: failed ? failureLine(failed.failure) : undefined,
-        });
-    } else if (e.workflowExecutionSignaledEventAttributes) {
-      const a = e.workflowExecutionSignaledEventAttributes;
-      const arg = decoded<Hint>(a.input?.payloads?.[0]);
-      // The workflow ignores the watch events of the round before's writes (workflows/machine-model.ts).
-      if (a.signalName === 'reconcile' && arg?.source !== undefined && isEchoOf(written, arg as VersionedHint))
-        continue;
-      wakes.push(signalTrigger(a.signalName, arg));
-    } else if (e.workflowExecutionUpdateAcceptedEventAttributes) {
-      const req = e.workflowExecutionUpdateAcceptedEventAttributes.acceptedRequest?.input;
-      const by = decoded<{ requestedBy?: string }>(req?.args?.payloads?.[0])?.requestedBy;
-      wakes.push(`${req?.name ?? 'update'}${by ? ` by ${by}` : ''}`);
-    } else if (e.timerStartedEventAttributes) {
-      const a = e.timerStartedEventAttributes;
-      const seconds = millisOf(a.startToFireTimeout as Time) / 1000;
-      timers.set(a.timerId ?? '', summary ?? `${seconds} s`);
-    } else if (e.timerFiredEventAttributes) {
-      const what = timers.get(e.timerFiredEventAttributes.timerId ?? '');
-      if (what && !timerSummariesInsideARound.some((s) => what.startsWith(s))) wakes.push(`timer: ${what}`);
+  /** One step that read the model, and may have applied its children and written its status too. */
+  private noteReadAndApply(round: RoundRecord, result: unknown): void {
+    const { model, applied, refused, reported } = (result ?? {}) as {
+      model?: unknown;
+      applied?: unknown;
+      refused?: { message?: string };
+      reported?: { status?: unknown; summary?: string };
+    };
+    this.noteResult(round, 'readModel', model ?? null);
+    if (applied) this.noteResult(round, 'applyChildren', applied);
+    // Read as a failed applyChildren step would be.
+    if (refused) round.errors.push(`applyChildren: ${refused.message ?? 'refused'}`);
+    // Read as the status step would be, whose summary it carries.
+    if (reported) {
+      if (reported.summary) round.steps.push(reported.summary);
+      this.noteResult(round, 'writeStatus', reported.status);
     }
   }
-  return rounds;
+
+  /** The phase the status step wrote; a Failed one's reason when no step's error said it. */
+  private notePhase(round: RoundRecord, phase: Phase, conditions: unknown): void {
+    this.phase = phase;
+    round.phaseAfter = phase;
+    if (phase !== 'Failed') return;
+    const ready = (conditions as { type: string; reason: string; message: string }[] | undefined)?.find(
+      (c) => c.type === 'Ready',
+    );
+    // The failed step's own error says the same: add the reason only when nothing did.
+    if (ready && !round.errors.some((e) => e.endsWith(ready.message)))
+      round.errors.push(`${ready.reason}: ${ready.message}`);
+  }
 }

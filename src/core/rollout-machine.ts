@@ -11,7 +11,6 @@
 // weight needs loses its share at once, and the step starts over once it is ready again, one ready
 // deadline for all its tries. A paused rollout goes on looking, so this holds while it waits for a
 // person too. The weight is never above the current step's.
-import type { RolloutSpec } from './api.js';
 import {
   addTraffic,
   canaryReplicas,
@@ -21,93 +20,29 @@ import {
   type CanaryVerdict,
   type TrafficSample,
 } from './rollout.js';
+import type {
+  Decision,
+  Ending,
+  MachineCommand,
+  MachineEvent,
+  MachineInput,
+  MachineState,
+  PersonCommand,
+  Stage,
+} from './rollout-machine-types.js';
 
-export interface MachineInput {
-  plan: RolloutSpec;
-  stableReplicas: number;
-  /** How often the rollout looks at the canary during a pause, and while paused. */
-  checkSeconds: number;
-  /** How long the canary may take to be ready in a step. */
-  readyDeadlineSeconds: number;
-}
-
-export type Outcome = 'Promoted' | 'RolledBack' | 'Aborted';
-/** How a rollout ends (the model's workflow cancelling it, for a newer revision or a deletion, ends the run instead). */
-export interface Ending {
-  outcome: Outcome;
-  check?: 'Ready' | 'ErrorRate';
-  message: string;
-}
-
-export type Stage =
-  /** Looking at the canary until it is ready; `since` starts the ready deadline, `wait` is the next backoff. */
-  | { kind: 'readying'; since: number; wait: number; looking: boolean }
-  /** The step's weight being set. */
-  | { kind: 'weighting' }
-  /** The pause: the gateway's counters read first, then looks until `pauseEndsAt` (frozen while paused). */
-  | { kind: 'holding'; counted: boolean; looking: boolean; pauseEndsAt?: number; frozenMs?: number }
-  /** Its share being taken back; then the step again (`again`) or a person asked (`ask`). */
-  | { kind: 'unweighting'; then: 'again' | 'ask' }
-  /**
-   * Held by the analysis for a person: a resume accepts the step (`next`) or tries it again (`retry`).
-   * A canary that keeps its share meanwhile is looked at, as in a pause.
-   */
-  | { kind: 'asking'; then: 'next' | 'retry'; looking: boolean }
-  /** Its share back to the stable revision, then the canary removed (a promoted one stays for the model). */
-  | { kind: 'ending'; ending: Ending; withdrawn: boolean; removed: boolean }
-  | { kind: 'ended'; ending: Ending };
-
-export interface MachineState {
-  /** The current step, 0-based. */
-  step: number;
-  stage: Stage;
-  /** The weight the canary was last given on the gateway. */
-  weight: number;
-  paused?: 'person' | 'analysis';
-  asked: { promote: boolean; abort: boolean };
-  /** Since when the canary has been found unable to carry its share, in this step. */
-  unreadySince?: number;
-  /** How long it was so before, in this step: one ready deadline for all its tries. */
-  unreadyMs?: number;
-  /** How many times this step started over because its canary lost readiness. */
-  restarts?: number;
-  /** The step's requests so far, and the gateway's last reading. */
-  seen?: TrafficSample;
-  last?: TrafficSample;
-  message?: string;
-  /** The last verdicts and commands, newest last. */
-  notes: string[];
-}
-
-export type MachineEvent =
-  | { kind: 'start'; at: number }
-  /** A look's answer: the canary's health and, during the pause, the gateway's counters (undefined: not reported). */
-  | { kind: 'looked'; at: number; health: CanaryHealth; traffic?: TrafficSample }
-  | { kind: 'weight-set'; at: number }
-  /** The model's round gave the canary no share: it found it unable to carry one. */
-  | { kind: 'weight-refused'; at: number }
-  | { kind: 'counted'; at: number; traffic?: TrafficSample }
-  | { kind: 'removed'; at: number }
-  /** A hold ended: its time ran out, or a person acted. */
-  | { kind: 'woke'; at: number };
-
-export type MachineCommand =
-  /** Apply the canary at this size and report its health (during the pause, with the gateway's counters). */
-  | { do: 'look'; replicas: number; withTraffic: boolean }
-  | { do: 'set-weight'; weight: number }
-  /** Read the gateway's counters. */
-  | { do: 'count' }
-  | { do: 'remove' }
-  /** Wait this long (undefined: until a person acts), or until a person acts. */
-  | { do: 'hold'; seconds?: number; summary: string }
-  | { do: 'finish'; ending: Ending };
-
-export interface Decision {
-  state: MachineState;
-  command: MachineCommand;
-}
-
-export type PersonCommand = 'promote' | 'abort' | 'pause' | 'resume';
+// The machine's words, for those who drive it (the rollout's workflow, mmctl, the tests).
+export type {
+  Decision,
+  Ending,
+  MachineCommand,
+  MachineEvent,
+  MachineInput,
+  MachineState,
+  Outcome,
+  PersonCommand,
+  Stage,
+} from './rollout-machine-types.js';
 
 const keptNotes = 10;
 const readinessCheckMaxSeconds = 30;
@@ -312,15 +247,14 @@ export const maxRestartsPerStep = 3;
 const carries = (input: MachineInput, s: MachineState, health: CanaryHealth) =>
   s.weight === 0 || health.readyReplicas >= canaryReplicas(input.stableReplicas, s.weight);
 
+type StageOf<K extends Stage['kind']> = Extract<Stage, { kind: K }>;
+
+/** The state after `event`: what holds in every stage first, then what the current stage makes of it. */
 function transition(input: MachineInput, s: MachineState, event: MachineEvent): MachineState {
   const at = event.at;
   const stage = s.stage;
   if (stage.kind === 'ended') return s;
-  if (stage.kind === 'ending') {
-    if (event.kind === 'weight-set') return { ...s, weight: 0, stage: { ...stage, withdrawn: true } };
-    if (event.kind === 'removed') return { ...s, stage: { ...stage, removed: true } };
-    return s;
-  }
+  if (stage.kind === 'ending') return whileEnding(s, stage, event);
   if (event.kind === 'weight-set') s = { ...s, weight: stage.kind === 'weighting' ? stepWeight(input, s) : 0 };
   if (event.kind === 'weight-refused' && stage.kind === 'weighting') {
     // The round found the canary unable to carry the step's share when it was to be given.
@@ -329,90 +263,135 @@ function transition(input: MachineInput, s: MachineState, event: MachineEvent): 
   const byPerson = personEnding(s);
   if (byPerson) return end(s, byPerson);
   if (event.kind === 'start') return readying(s, at);
-
   switch (stage.kind) {
-    case 'readying': {
-      if (event.kind === 'woke') {
-        return { ...s, stage: { ...stage, looking: true, wait: Math.min(stage.wait * 2, readinessCheckMaxSeconds) } };
-      }
-      if (event.kind !== 'looked') return s;
-      // With a share (the last step's, kept while the canary grows for this one) its errors count too.
-      s = { ...s, ...counted(s, event.traffic) };
-      const verdict = judgeCanary(input.plan.analysis, { ...event.health, traffic: s.seen }, false);
-      if (verdict.kind === 'failed') return failed(input, s, verdict, at);
-      // The last step's share goes when its Pods cannot carry it.
-      if (!carries(input, s, event.health)) {
-        const detail = verdict.kind === 'waiting' ? verdict.detail : 'not ready';
-        return unready(input, s, stage.since, detail, at);
-      }
-      if (verdict.kind === 'waiting') {
-        if (unreadyTooLong(input, s, stage.since, at)) {
-          const message = `canary not ready within ${input.readyDeadlineSeconds} s: ${verdict.detail}`;
-          return failed(input, s, { kind: 'failed', check: 'Ready', message }, at);
-        }
-        return { ...s, message: verdict.detail, stage: { ...stage, looking: false } };
-      }
-      if (s.paused) return { ...s, stage: { ...stage, looking: false } };
-      // Ready again: the time it was not counts against the step's deadline, the time it is does not.
-      const unreadyMs = s.unreadySince === undefined ? s.unreadyMs : (s.unreadyMs ?? 0) + (at - s.unreadySince);
-      return { ...s, unreadySince: undefined, unreadyMs, message: undefined, stage: { kind: 'weighting' } };
-    }
-    case 'weighting': {
-      if (event.kind !== 'weight-set') return s;
-      const pauseEndsAt = at + pauseSecondsOf(input, s) * 1000;
-      // Paused while the weight was set: the pause's time is frozen from its start.
-      const holding: Stage = s.paused
-        ? { kind: 'holding', counted: false, looking: false, frozenMs: pauseEndsAt - at }
-        : { kind: 'holding', counted: false, looking: false, pauseEndsAt };
-      return { ...s, stage: holding };
-    }
+    case 'readying':
+      return whileReadying(input, s, stage, event);
+    case 'weighting':
+      return whileWeighting(input, s, event);
     case 'unweighting':
-      if (event.kind !== 'weight-set') return s;
-      // Resumed while its share was being taken back: the step again at once.
-      return stage.then === 'ask' && s.paused
-        ? { ...s, stage: { kind: 'asking', then: 'retry', looking: false } }
-        : readying(s, at);
-    case 'asking': {
-      if (event.kind === 'looked') {
-        s = { ...s, ...counted(s, event.traffic) };
-        const verdict = judgeCanary(input.plan.analysis, { ...event.health, traffic: s.seen }, false);
-        if (verdict.kind === 'failed') return failed(input, s, verdict, at);
-        if (!carries(input, s, event.health)) return unready(input, s, s.unreadySince ?? at, 'not ready', at);
-        return { ...s, stage: { ...stage, looking: false } };
-      }
-      if (event.kind !== 'woke') return s;
-      if (s.paused) return s.weight > 0 ? { ...s, stage: { ...stage, looking: true } } : s;
-      // Resumed: the step accepted, or tried again from its start.
-      return stage.then === 'next' ? nextStep(input, s, at) : readying(s, at);
-    }
-    case 'holding': {
-      if (event.kind === 'counted') {
-        return {
-          ...s,
-          seen: event.traffic && { requests: 0, errors: 0 },
-          last: event.traffic,
-          stage: { ...stage, counted: true },
-        };
-      }
-      if (event.kind === 'woke') return { ...s, stage: { ...stage, looking: true } };
-      if (event.kind !== 'looked') return s;
-      let { seen, last } = s;
-      if (event.traffic) {
-        seen = addTraffic(seen ?? { requests: 0, errors: 0 }, last, event.traffic);
-        last = event.traffic;
-      }
-      s = { ...s, seen, last, stage: { ...stage, looking: false } };
-      const endOfStep = !s.paused && (pauseSecondsLeft(s, at) ?? 0) <= 0;
-      const health = { ...event.health, ...(seen ? { traffic: seen } : {}) };
-      const verdict = judgeCanary(input.plan.analysis, health, endOfStep);
-      if (verdict.kind === 'failed') return failed(input, s, verdict, at);
-      if (verdict.kind === 'waiting') return unready(input, s, s.unreadySince ?? at, verdict.detail, at);
-      if (!endOfStep) return s;
-      if (verdict.kind === 'inconclusive') {
-        const why = `${stepLabel(input, s)}: ${verdict.detail}; promote, resume or abort`;
-        return { ...pauseFor(s, 'analysis', why, at), stage: { kind: 'asking', then: 'next', looking: false } };
-      }
-      return nextStep(input, noted(s, `${stepLabel(input, s)}: ${verdict.detail}`), at);
-    }
+      return whileUnweighting(s, stage, event);
+    case 'asking':
+      return whileAsking(input, s, stage, event);
+    case 'holding':
+      return whileHolding(input, s, stage, event);
   }
+}
+
+/** Its share given back, then the canary removed: the ending waits for both. */
+function whileEnding(s: MachineState, stage: StageOf<'ending'>, event: MachineEvent): MachineState {
+  if (event.kind === 'weight-set') return { ...s, weight: 0, stage: { ...stage, withdrawn: true } };
+  if (event.kind === 'removed') return { ...s, stage: { ...stage, removed: true } };
+  return s;
+}
+
+/** Looking at the canary until it is ready to be given the step's weight. */
+function whileReadying(
+  input: MachineInput,
+  s: MachineState,
+  stage: StageOf<'readying'>,
+  event: MachineEvent,
+): MachineState {
+  const at = event.at;
+  if (event.kind === 'woke') {
+    return { ...s, stage: { ...stage, looking: true, wait: Math.min(stage.wait * 2, readinessCheckMaxSeconds) } };
+  }
+  if (event.kind !== 'looked') return s;
+  // With a share (the last step's, kept while the canary grows for this one) its errors count too.
+  s = { ...s, ...counted(s, event.traffic) };
+  const verdict = judgeCanary(input.plan.analysis, { ...event.health, traffic: s.seen }, false);
+  if (verdict.kind === 'failed') return failed(input, s, verdict, at);
+  // The last step's share goes when its Pods cannot carry it.
+  if (!carries(input, s, event.health)) {
+    const detail = verdict.kind === 'waiting' ? verdict.detail : 'not ready';
+    return unready(input, s, stage.since, detail, at);
+  }
+  if (verdict.kind === 'waiting') {
+    if (unreadyTooLong(input, s, stage.since, at)) {
+      const message = `canary not ready within ${input.readyDeadlineSeconds} s: ${verdict.detail}`;
+      return failed(input, s, { kind: 'failed', check: 'Ready', message }, at);
+    }
+    return { ...s, message: verdict.detail, stage: { ...stage, looking: false } };
+  }
+  if (s.paused) return { ...s, stage: { ...stage, looking: false } };
+  // Ready again: the time it was not counts against the step's deadline, the time it is does not.
+  const unreadyMs = s.unreadySince === undefined ? s.unreadyMs : (s.unreadyMs ?? 0) + (at - s.unreadySince);
+  return { ...s, unreadySince: undefined, unreadyMs, message: undefined, stage: { kind: 'weighting' } };
+}
+
+/** The step's weight set: its pause begins. */
+function whileWeighting(input: MachineInput, s: MachineState, event: MachineEvent): MachineState {
+  if (event.kind !== 'weight-set') return s;
+  const pauseEndsAt = event.at + pauseSecondsOf(input, s) * 1000;
+  // Paused while the weight was set: the pause's time is frozen from its start.
+  const holding: Stage = s.paused
+    ? { kind: 'holding', counted: false, looking: false, frozenMs: pauseEndsAt - event.at }
+    : { kind: 'holding', counted: false, looking: false, pauseEndsAt };
+  return { ...s, stage: holding };
+}
+
+/** Its share taken back: a person asked, or the step again. */
+function whileUnweighting(s: MachineState, stage: StageOf<'unweighting'>, event: MachineEvent): MachineState {
+  if (event.kind !== 'weight-set') return s;
+  // Resumed while its share was being taken back: the step again at once.
+  return stage.then === 'ask' && s.paused
+    ? { ...s, stage: { kind: 'asking', then: 'retry', looking: false } }
+    : readying(s, event.at);
+}
+
+/** Waiting for a person, looking at a canary that keeps its share meanwhile. */
+function whileAsking(
+  input: MachineInput,
+  s: MachineState,
+  stage: StageOf<'asking'>,
+  event: MachineEvent,
+): MachineState {
+  const at = event.at;
+  if (event.kind === 'looked') {
+    s = { ...s, ...counted(s, event.traffic) };
+    const verdict = judgeCanary(input.plan.analysis, { ...event.health, traffic: s.seen }, false);
+    if (verdict.kind === 'failed') return failed(input, s, verdict, at);
+    if (!carries(input, s, event.health)) return unready(input, s, s.unreadySince ?? at, 'not ready', at);
+    return { ...s, stage: { ...stage, looking: false } };
+  }
+  if (event.kind !== 'woke') return s;
+  if (s.paused) return s.weight > 0 ? { ...s, stage: { ...stage, looking: true } } : s;
+  // Resumed: the step accepted, or tried again from its start.
+  return stage.then === 'next' ? nextStep(input, s, at) : readying(s, at);
+}
+
+/** The pause: the gateway's counters read, then a look at every wake, the step judged at its end. */
+function whileHolding(
+  input: MachineInput,
+  s: MachineState,
+  stage: StageOf<'holding'>,
+  event: MachineEvent,
+): MachineState {
+  const at = event.at;
+  if (event.kind === 'counted') {
+    return {
+      ...s,
+      seen: event.traffic && { requests: 0, errors: 0 },
+      last: event.traffic,
+      stage: { ...stage, counted: true },
+    };
+  }
+  if (event.kind === 'woke') return { ...s, stage: { ...stage, looking: true } };
+  if (event.kind !== 'looked') return s;
+  let { seen, last } = s;
+  if (event.traffic) {
+    seen = addTraffic(seen ?? { requests: 0, errors: 0 }, last, event.traffic);
+    last = event.traffic;
+  }
+  s = { ...s, seen, last, stage: { ...stage, looking: false } };
+  const endOfStep = !s.paused && (pauseSecondsLeft(s, at) ?? 0) <= 0;
+  const health = { ...event.health, ...(seen ? { traffic: seen } : {}) };
+  const verdict = judgeCanary(input.plan.analysis, health, endOfStep);
+  if (verdict.kind === 'failed') return failed(input, s, verdict, at);
+  if (verdict.kind === 'waiting') return unready(input, s, s.unreadySince ?? at, verdict.detail, at);
+  if (!endOfStep) return s;
+  if (verdict.kind === 'inconclusive') {
+    const why = `${stepLabel(input, s)}: ${verdict.detail}; promote, resume or abort`;
+    return { ...pauseFor(s, 'analysis', why, at), stage: { kind: 'asking', then: 'next', looking: false } };
+  }
+  return nextStep(input, noted(s, `${stepLabel(input, s)}: ${verdict.detail}`), at);
 }

@@ -4,7 +4,7 @@ import {
   caddyTrackServers,
   insertionIndex,
   trackServerName,
-} from '../../activities/gateway/caddy-driver.js';
+} from '../../activities/gateway/caddy-routes.js';
 import { httpRoute } from '../../activities/gateway/gateway-api-driver.js';
 import { defaultBuildOptions } from '../../src/core/desired-state.js';
 import {
