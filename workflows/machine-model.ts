@@ -29,6 +29,7 @@ import {
   allHandlersFinished,
   condition,
   makeContinueAsNewFunc,
+  deprecatePatch,
   patched,
   proxySinks,
   setCurrentDetails,
@@ -341,9 +342,8 @@ async function finish(run: Run, outcome: RoundOutcome): Promise<RoundOutcome> {
 function dueToContinue(run: Run): boolean {
   const wouldOutliveRunBound = (waitSeconds: number) =>
     Date.now() - workflowInfo().runStartTime.getTime() + waitSeconds * 1000 > maxRunSeconds * 1000;
-  return (
-    ++run.roundsThisRun >= run.cfg.maxRoundsPerRun ||
-    workflowInfo().continueAsNewSuggested ||
-    (wouldOutliveRunBound(run.nextCheckSeconds) && patched(runAgeBound))
-  );
+  if (++run.roundsThisRun >= run.cfg.maxRoundsPerRun || workflowInfo().continueAsNewSuggested) return true;
+  if (!wouldOutliveRunBound(run.nextCheckSeconds)) return false;
+  deprecatePatch(runAgeBound);
+  return true;
 }

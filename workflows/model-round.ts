@@ -8,7 +8,7 @@
 // invalid spec refused (`refuseSpec`); the children (`applyChildren`); the one progress decision
 // (`followProgress`); the rollout (`followRollout`: start, follow or end it; the canary's share);
 // the route with that share, then the canary's objects (`publishShare`); the status (`report`).
-import { patched, upsertMemo, workflowInfo } from '@temporalio/workflow';
+import { deprecatePatch, patched, upsertMemo, workflowInfo } from '@temporalio/workflow';
 import type {
   ApplyResult,
   ModelSnapshot,
@@ -85,9 +85,8 @@ async function reconcile(ctx: RoundContext): Promise<Round> {
   });
 
   state.echoes = [];
-  const looked: ReadAndApplyResult = patched(readAndApplyPatch)
-    ? await readAndApply(ctx)
-    : { model: await kubeStep('readModel', `read MachineModel ${label}`, key) };
+  deprecatePatch(readAndApplyPatch);
+  const looked = await readAndApply(ctx);
   const { model } = looked;
   const previous = state.uid ? { ...key, uid: state.uid } : undefined;
   // Without a gateway nothing lies outside the namespace to clean: no finalizer, so no deletion waits on us.
@@ -112,6 +111,7 @@ function readAndApply(ctx: RoundContext): Promise<ReadAndApplyResult> {
   const { key, cfg, state, rollouts } = ctx;
   const label = labelOf(ctx);
   const promoted = rollouts.promoted();
+  const { progressDeadlineSeconds, driftCheckSeconds, readinessRecheckSeconds } = cfg;
   const report: ReportContext | undefined = !state.rollout
     ? {
         followed: {
@@ -122,11 +122,7 @@ function readAndApply(ctx: RoundContext): Promise<ReadAndApplyResult> {
         },
         ...(state.phase ? { phase: state.phase } : {}),
         now: Date.now(),
-        config: {
-          progressDeadlineSeconds: cfg.progressDeadlineSeconds,
-          driftCheckSeconds: cfg.driftCheckSeconds,
-          readinessRecheckSeconds: cfg.readinessRecheckSeconds,
-        },
+        config: { progressDeadlineSeconds, driftCheckSeconds, readinessRecheckSeconds },
       }
     : undefined;
   const summary = report

@@ -27,21 +27,21 @@ export const patches = {
     workflow: 'machineModelWorkflow',
     guards: 'a model with spec.rollout starts a canary rollout (a child workflow) for a new revision and follows it',
     addedIn: '0.2.0',
-    stage: 'patched',
+    stage: 'deprecated',
   },
   'run-age-bound': {
     workflow: 'machineModelWorkflow',
     guards:
       'a run whose next wait would take it past 12 hours continues as new first (drift checks are 10 hours apart)',
     addedIn: '0.2.0',
-    stage: 'patched',
+    stage: 'deprecated',
   },
   'read-and-apply': {
     workflow: 'machineModelWorkflow',
     guards:
       'a round reads the object and applies its children in one step (readAndApply) when it can only be an apply, and writes the status too when nothing lies between (no route to publish, no rollout)',
     addedIn: '0.2.0',
-    stage: 'patched',
+    stage: 'deprecated',
   },
   'rollout-known-before-start': {
     workflow: 'machineModelWorkflow',

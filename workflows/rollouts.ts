@@ -9,6 +9,7 @@ import {
   ParentClosePolicy,
   getExternalWorkflowHandle,
   isCancellation,
+  deprecatePatch,
   patched,
   startChild,
 } from '@temporalio/workflow';
@@ -101,7 +102,8 @@ export class ModelRollouts {
     const { ref } = model;
     const pending = applied.rollout?.pending;
     const changes: string[] = [];
-    if (pending && model.spec.rollout && patched(canaryRollouts)) {
+    if (pending && model.spec.rollout) {
+      deprecatePatch(canaryRollouts);
       const current = this.state.rollout;
       if (!current || !sameRevision(current.revision, pending)) {
         changes.push(...(await this.cancel(`a newer revision, ${pending.image}, came`)));

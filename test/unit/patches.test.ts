@@ -46,15 +46,30 @@ describe('the patch policy', () => {
     stage: 'patched',
   });
 
-  it('lets a patch live through its release and the next one', () => {
+  const deprecated = (addedIn: string): PatchRecord => ({ ...patch(addedIn), stage: 'deprecated' });
+
+  it('lets a patch live through its release, patched, and the next one, deprecated', () => {
     expect(overduePatches({ p: patch('0.2.0') }, ['0.1.0'], '0.2.0')).toEqual([]);
-    expect(overduePatches({ p: patch('0.2.0') }, ['0.1.0', '0.2.0'], '0.3.0')).toEqual([]);
-    expect(overduePatches({ p: patch('0.2.0') }, ['0.1.0', '0.2.0', '0.3.0'], '0.3.0')).toEqual([]);
+    expect(overduePatches({ p: patch('0.2.0') }, ['0.1.0', '0.2.0'], '0.2.0')).toEqual([]);
+    expect(overduePatches({ p: deprecated('0.2.0') }, ['0.1.0', '0.2.0'], '0.3.0')).toEqual([]);
+    expect(overduePatches({ p: deprecated('0.2.0') }, ['0.1.0', '0.2.0', '0.3.0'], '0.3.0')).toEqual([]);
+  });
+
+  it('fails a patch still patched one release after it was added', () => {
+    expect(overduePatches({ p: patch('0.2.0') }, ['0.1.0', '0.2.0'], '0.3.0')).toEqual([
+      'p: added in 0.2.0, must be deprecated in 0.3.0 (deprecatePatch, the old path deleted)',
+    ]);
+  });
+
+  it('fails a patch added in a release later than package.json says', () => {
+    expect(overduePatches({ p: patch('0.3.0') }, ['0.1.0', '0.2.0'], '0.2.0')).toEqual([
+      "p: added in 0.3.0, later than package.json's 0.2.0 (set the release it ships in)",
+    ]);
   });
 
   it('fails it once the release after that is prepared', () => {
-    expect(overduePatches({ p: patch('0.2.0') }, ['0.1.0', '0.2.0', '0.3.0'], '0.3.1')).toEqual([
-      'p: added in 0.2.0, must be gone by 0.3.1 (patched still)',
+    expect(overduePatches({ p: deprecated('0.2.0') }, ['0.1.0', '0.2.0', '0.3.0'], '0.3.1')).toEqual([
+      'p: added in 0.2.0, must be gone by 0.3.1 (deprecated still)',
     ]);
   });
 

@@ -9,7 +9,7 @@ const recorded = (file: string): HistoryEvent[] =>
 
 describe('rounds read back from a recorded history', () => {
   it('tells each round of local-activity steps: trigger, changes, phase, readiness; own echoes wake none', () => {
-    const rounds = roundsOf('r1', recorded('no-gateway-update-drift-delete-before-read-and-apply.json'));
+    const rounds = roundsOf('r1', recorded('retired/no-gateway-update-drift-delete-before-read-and-apply.json'));
     expect(rounds.map((r) => r.triggers)).toEqual([
       ['workflow started', 'MachineModel added (generation 1)'],
       ['Deployment updated and 3 more events'],
@@ -42,12 +42,12 @@ describe('rounds read back from a recorded history', () => {
   });
 
   it('names the events a coalesced signal stood for', () => {
-    const [, second] = roundsOf('r1', recorded('caddy-update-resync-outage-delete-before-read-and-apply.json'));
+    const [, second] = roundsOf('r1', recorded('retired/caddy-update-resync-outage-delete-before-read-and-apply.json'));
     expect(second!.triggers).toEqual(['Service added and 6 more events']);
   });
 
   it('counts a retried activity, its failure, and the finalizer and route removed', () => {
-    const rounds = roundsOf('r1', recorded('caddy-update-resync-outage-delete-before-read-and-apply.json'));
+    const rounds = roundsOf('r1', recorded('retired/caddy-update-resync-outage-delete-before-read-and-apply.json'));
     expect(rounds[0]!.changes).toEqual(['finalizer added', 'Deployment created', 'Service created']);
     expect(rounds[1]!.changes).toEqual(['route /models/hist/published published']);
     const deletion = rounds.at(-1)!;
@@ -64,7 +64,7 @@ describe('rounds read back from a recorded history', () => {
 
   it.each([
     ['the apply its read step was refused', 'deployment-not-owned.json'],
-    ['the failed step', 'deployment-not-owned-before-read-and-apply.json'],
+    ['the failed step', 'retired/deployment-not-owned-before-read-and-apply.json'],
   ])('says why a round failed once, from %s', (_, file) => {
     const [first] = roundsOf('r1', recorded(file));
     expect(first!.phaseAfter).toBe('Failed');
@@ -75,15 +75,16 @@ describe('rounds read back from a recorded history', () => {
   });
 
   it('names the drift check and mmctl as triggers', () => {
-    const triggers = roundsOf('r1', recorded('caddy-update-resync-outage-delete-before-read-and-apply.json')).flatMap(
-      (r) => r.triggers,
-    );
+    const triggers = roundsOf(
+      'r1',
+      recorded('retired/caddy-update-resync-outage-delete-before-read-and-apply.json'),
+    ).flatMap((r) => r.triggers);
     expect(triggers).toContain('timer: idle: drift check in 10 s unless a change comes');
     expect(triggers).toContain('reconcileNow by mmctl (unknown user)');
   });
 
   it('names the fields an update changed', () => {
-    const rounds = roundsOf('r1', recorded('caddy-update-resync-outage-delete-before-read-and-apply.json'));
+    const rounds = roundsOf('r1', recorded('retired/caddy-update-resync-outage-delete-before-read-and-apply.json'));
     expect(rounds.flatMap((r) => r.changes)).toEqual([
       'finalizer added',
       'Deployment created',
@@ -152,7 +153,10 @@ describe('rounds read back from a recorded history', () => {
   });
 
   it('renders rounds for people', () => {
-    const rounds = roundsOf('r1', recorded('no-gateway-update-drift-delete-before-read-and-apply.json')).slice(2, 3);
+    const rounds = roundsOf('r1', recorded('retired/no-gateway-update-drift-delete-before-read-and-apply.json')).slice(
+      2,
+      3,
+    );
     expect(renderHistory('hist/plain', rounds)).toMatch(
       /^hist\/plain: the last round, oldest first\n {2}2026-11-24 09:11:31Z, took \d+ms\n {4}trigger +MachineModel updated \(generation 2\)\n {4}changed +Deployment updated: image \S+ → \S+\n {4}phase +Ready → Deploying\n {4}saw +2 of 2 ready, rollout starting$/,
     );
