@@ -8,7 +8,9 @@
 // replays on this checkout's workflow bundle.
 import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
 import { fileURLToPath } from 'node:url';
 import type { Client } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
@@ -229,6 +231,11 @@ async function expectEveryRunClean(client: Client) {
     ).toEqual([]);
     expect(run.status.name, label).not.toBe('FAILED');
     await Worker.runReplayHistory({ ...options, taskQueue: run.taskQueue } as ReplayWorkerOptions, history, label);
+    // With MMO_UPGRADE_HISTORIES=<dir> they are written there (test/histories/README.md says which are kept).
+    if (process.env.MMO_UPGRADE_HISTORIES) {
+      const file = `${run.workflowId.replaceAll('/', '_')}_${run.runId}.json`;
+      writeFileSync(path.join(process.env.MMO_UPGRADE_HISTORIES, file), historyToJSON(history));
+    }
   }
   // Five models' runs, two rollouts, and the moves.
   expect(runs).toBeGreaterThan(8);
