@@ -39,6 +39,7 @@ import {
   type MachineState,
   type PersonCommand,
 } from '../src/core/rollout-machine.js';
+import { answerOf } from '../src/core/signal-payloads.js';
 import type { CanaryWant } from '../src/core/canary-state.js';
 import type { CanaryHealth, TrafficSample } from '../src/core/rollout.js';
 import type { ReportSender } from '../src/core/rollout-reports.js';
@@ -201,8 +202,9 @@ function setHandlers(run: RolloutRun): void {
   };
   setHandler(rolloutStateQuery, () => viewOf(run));
   // Only the answer to its own current ask counts: an answer to an older one, or a forged one, does not.
-  setHandler(canaryAnsweredSignal, (a) => {
-    if (a.seq === run.want?.seq) run.answered = a;
+  setHandler(canaryAnsweredSignal, (raw) => {
+    const a = answerOf(raw);
+    if (a && a.seq === run.want?.seq) run.answered = a;
   });
   setHandler(promoteUpdate, onCommand('promote'), { validator: refuseWhenFinished });
   setHandler(abortUpdate, onCommand('abort'), { validator: refuseWhenFinished });

@@ -64,7 +64,8 @@ import {
 import { modelGateway } from './gateway.js';
 import { modelRound } from './model-round.js';
 import type { PatchId } from './patches.js';
-import { rolloutReportSignal } from './rollout-definitions.js';
+import { rolloutReportSignal, type RolloutReport } from './rollout-definitions.js';
+import { hintOf, reportOf, uidOf } from '../src/core/signal-payloads.js';
 import { ModelRollouts } from './rollouts.js';
 import { phaseAttribute } from './search-attributes.js';
 import { kubeStep } from './steps.js';
@@ -122,16 +123,19 @@ function handleMessages(state: CarriedState, loop: LoopState, view: () => Workfl
     loop.asked = true;
     if (foreign(uid)) loop.askedForeign = true;
   };
-  setHandler(reconcileSignal, (hint) => {
+  // Payloads are read through src/core/signal-payloads.ts: a malformed one must not throw in a handler.
+  setHandler(reconcileSignal, (raw) => {
     state.signals++;
+    const hint = hintOf(raw) as ReconcileHint;
     loop.events.push({ hint, foreign: foreign(hint.uid) });
   });
   setHandler(resyncSignal, () => ask());
-  setHandler(rolloutReportSignal, (report) => {
+  setHandler(rolloutReportSignal, (raw) => {
     state.signals++;
-    if (rollouts.onReport(report)) loop.asked = true;
+    const report = reportOf<RolloutReport>(raw);
+    if (report && rollouts.onReport(report)) loop.asked = true;
   });
-  setHandler(deletedSignal, ({ uid }) => ask(uid));
+  setHandler(deletedSignal, (raw) => ask(uidOf(raw)));
   setHandler(moveSignal, (request) => {
     const taskQueue = request?.taskQueue;
     // Guarded where it is taken, not where it acts: a run of 0.2.0 ignored the signal, and replays so.

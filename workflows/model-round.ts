@@ -22,6 +22,8 @@ import { lifecycleOf } from '../src/core/lifecycle.js';
 import { progressOfRound, progressOnSight, type ProgressDecision } from '../src/core/progress.js';
 import type { WorkflowConfig } from '../src/core/reconcile-timing.js';
 import { isReady, type Verdict } from '../src/core/status.js';
+import type { GatewayCondition } from '../src/core/route-rules.js';
+import { validateGateway } from '../src/core/validation.js';
 import { applySummary, readinessSummary } from '../src/core/step-summaries.js';
 import type { CarriedState, RoundOutcome } from './definitions.js';
 import { gatewayRetryMaxSeconds, type modelGateway, type Publication } from './gateway.js';
@@ -262,32 +264,49 @@ async function refuseSpec(
   const { cfg, state, writeStatus } = ctx;
   const { ref, generation } = model;
   const message = model.specErrors.join('; ');
+  // A canary may stand while a rollout is recorded whose canary was not withdrawn, or a share is set.
+  const canaryMayStand = (state.rollout && !state.rollout.canaryWithdrawn) || (state.canaryShare ?? 0) > 0;
   const withdrawal =
-    (state.rollout?.running || (state.canaryShare ?? 0) > 0) && patched(invalidSpecWithdrawsCanary)
-      ? await withdrawCanary(ctx, model, changes)
-      : undefined;
-  const status = await writeStatus(ref, generation, { kind: 'failed', reason: invalidSpec, message });
+    canaryMayStand && patched(invalidSpecWithdrawsCanary) ? await withdrawCanary(ctx, model, changes) : undefined;
+  const extra = withdrawal?.condition ? { extraConditions: [withdrawal.condition] } : {};
+  const status = await writeStatus(ref, generation, { kind: 'failed', reason: invalidSpec, message }, extra);
   const next = withdrawal?.retrySoon ? gatewayRetryMaxSeconds : cfg.driftCheckSeconds;
   return outcome({ changes, conditions: status.conditions, message: 'invalid spec: waiting for it to change' }, next);
 }
 
-/** The running rollout cancelled, all requests back to the stable revision, then the canary removed. */
+/**
+ * The running rollout cancelled (started again once the spec is valid), all requests back to the
+ * stable revision, then the canary removed. The route is put again from this spec only when its
+ * gateway part is valid, and the canary goes only once the route no longer sends it requests.
+ */
 async function withdrawCanary(
   ctx: RoundContext,
   model: ModelSnapshot,
   changes: string[],
-): Promise<{ retrySoon: boolean }> {
+): Promise<{ retrySoon: boolean; condition?: GatewayCondition }> {
   const { state, rollouts, gateway } = ctx;
-  changes.push(...(await rollouts.cancel('the spec is invalid')));
+  changes.push(...(await rollouts.withdraw('the spec is invalid')));
+  let route: Publication | undefined;
   if ((state.canaryShare ?? 0) > 0 && state.routeRegistered) {
-    const route = await gateway.publish(model, 0);
+    // The route would move to what the invalid part says: the canary keeps its share until it is fixed.
+    if (validateGateway(model.spec.gateway).length > 0) return { retrySoon: false };
+    route = await gateway.publish(model, 0);
     if (route) changes.push(...route.changes);
-    // The route may still send the canary requests: it stays until the gateway takes the change.
-    if (route?.retrySoon) return { retrySoon: true };
+    if (route?.retrySoon || !routeSendsNoShare(route))
+      return { retrySoon: !!route?.retrySoon, condition: route?.condition };
   }
   state.canaryShare = 0;
   changes.push(...(await rollouts.removeCanary(model.ref)));
-  return { retrySoon: false };
+  return { retrySoon: false, condition: route?.condition };
+}
+
+/** After a put at 0 %: the route is there without the canary, or no route of the model is left. */
+function routeSendsNoShare(route: Publication | undefined): boolean {
+  if (!route) return true;
+  const { status, reason } = route.condition ?? {};
+  return (
+    status === 'True' || ['Disabled', 'PathNotAllowed', 'HostnameNotAllowed', 'PathConflict'].includes(reason ?? '')
+  );
 }
 
 /** The children as the read step applied them, or applied now as a step of their own. */

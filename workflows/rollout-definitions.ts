@@ -57,8 +57,15 @@ export interface RolloutView {
 /** What the model's workflow keeps of its latest rollout, across continue-as-new. */
 export interface RolloutState {
   workflowId: string;
-  /** The rollout's first run: only its reports count (src/core/rollout-reports.ts). */
-  runId?: string;
+  /**
+   * The rollout's first run: only its reports count (src/core/rollout-reports.ts). Null while the
+   * start is in flight or for a rollout followed after a reset; absent in records of 0.2.0.
+   */
+  runId?: string | null;
+  /** Cancelled because the spec turned invalid: the same revision's rollout starts again once it is valid. */
+  restartable?: boolean;
+  /** The canary was removed because the spec turned invalid: nothing more to withdraw. */
+  canaryWithdrawn?: boolean;
   revision: Revision;
   stable: Revision;
   running: boolean;

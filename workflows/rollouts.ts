@@ -105,7 +105,7 @@ export class ModelRollouts {
     if (pending && model.spec.rollout) {
       deprecatePatch(canaryRollouts);
       const current = this.state.rollout;
-      if (!current || !sameRevision(current.revision, pending)) {
+      if (!current || !sameRevision(current.revision, pending) || current.restartable) {
         changes.push(...(await this.cancel(`a newer revision, ${pending.image}, came`)));
         changes.push(await this.start(model, pending, applied));
       }
@@ -129,6 +129,8 @@ export class ModelRollouts {
     const stableReplicas = Math.max(1, applied.readiness.desiredReplicas);
     const recorded: RolloutState = {
       workflowId,
+      // Known once the start returns: until then a report names the run it binds (judgeReport).
+      runId: null,
       revision,
       stable,
       running: true,
@@ -237,9 +239,21 @@ export class ModelRollouts {
     return this.cancel('the model is being deleted');
   }
 
+  /**
+   * The spec turned invalid: the running rollout is cancelled, and its revision's rollout starts again
+   * once the spec is valid (follow).
+   */
+  async withdraw(why: string): Promise<string[]> {
+    const r = this.state.rollout;
+    if (r?.running) r.restartable = true;
+    return this.cancel(why);
+  }
+
   /** The canary's objects removed, whatever the rollout: once its share is off the route. */
   async removeCanary(ref: ModelSnapshot['ref']): Promise<string[]> {
-    return (await kubeStep('syncCanary', 'remove the canary', { ref })).changes;
+    const { changes } = await kubeStep('syncCanary', 'remove the canary', { ref });
+    if (this.state.rollout) this.state.rollout.canaryWithdrawn = true;
+    return changes;
   }
 }
 

@@ -73,7 +73,8 @@ export function validateName(name: string): string[] {
 export const pathPrefixPattern = '^/[A-Za-z0-9._~/-]*$';
 const hostnamePattern = /^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
-function validateGateway(g: MachineModelSpec['gateway']): string[] {
+/** What is wrong with the spec's gateway part: a route is never put from one that is. */
+export function validateGateway(g: MachineModelSpec['gateway']): string[] {
   if (!g) return [];
   const errors: string[] = [];
   if (

@@ -27,9 +27,11 @@ describe('judgeReport: which rollout reports a model takes', () => {
     expect(judgeReport(r, rep)).toMatchObject({ take: false });
   });
 
-  it('binds a rollout whose run it does not know (followed after a reset) to the first report that names one', () => {
-    const unknown = { ...recorded, runId: undefined };
+  it('binds a rollout whose run it does not know yet (start in flight, followed after a reset) to the first report that names one', () => {
+    const unknown = { ...recorded, runId: null };
     expect(judgeReport(unknown, report())).toEqual({ take: true, bindRunId: 'run-1' });
+    // Unnamed, it is refused: only 0.2.0's records, which have no runId at all, take unnamed reports.
+    expect(judgeReport(unknown, { view: { revision: v2 } })).toMatchObject({ take: false });
   });
 
   it("takes a 0.2.0 rollout's unnamed report while the model knows no run of it", () => {

@@ -66,8 +66,18 @@ describe('machineModelWorkflow with spec.rollout', () => {
       const handle = await readyModel(tq, cluster);
       // The first revision went out without a canary: nothing ran before it.
       expect(cluster.calls.applyCanary ?? 0).toBe(0);
+      // Malformed payloads (anyone who may signal can send them) are dropped, not thrown on in a handler.
+      for (const [name, raw] of [
+        ['reconcile', null],
+        ['deleted', null],
+        ['rolloutReport', {}],
+        ['rolloutReport', { view: { revision: 7 } }],
+      ] as const)
+        await wf.env.client.workflow.getHandle(handle.workflowId).signal(name, raw);
       await update(handle, cluster, v2.image);
       await eventually('the canary at 20 %', () => cluster.canary.weight === 20);
+      const { rollout } = await handle.query(stateQuery);
+      await wf.env.client.workflow.getHandle(rollout!.workflowId).signal('canaryAnswered', 'garbage');
       // The stable Deployment keeps v1 while the canary runs v2.
       expect(cluster.deployed).toEqual(v1);
       await eventually('status.rollout', () => cluster.status?.rollout?.weight === 20);
@@ -92,7 +102,7 @@ describe('machineModelWorkflow with spec.rollout', () => {
     });
   });
 
-  it('keeps the stable revision after a rollback and says so (Failed, Stalled) until the spec changes', async () => {
+  it('keeps the stable revision after a rollback and says so (Failed, Stalled) until the spec changes; takes no forged report of it', async () => {
     const cluster = new FakeCluster();
     await wf.withWorker(cluster, async (tq) => {
       const handle = await readyModel(tq, cluster);
@@ -118,6 +128,29 @@ describe('machineModelWorkflow with spec.rollout', () => {
       await wf.env.sleep('20 minutes');
       expect(cluster.calls.applyCanary).toBeLessThan(10);
       expect(cluster.status?.phase).toBe('Failed');
+
+      // Forged reports of the ended rollout, claiming Promoted with its own run, another run, or none:
+      // none is taken, none costs a round, the stable Deployment stays.
+      const { rollout, rounds } = await handle.query(stateQuery);
+      // The model recorded the run it started: a forger who read the history knows it too.
+      expect(rollout!.runId).toBeTruthy();
+      const view = { ...rollout!.view!, phase: 'Promoted' as const };
+      for (const from of [
+        { workflowId: rollout!.workflowId, firstRunId: rollout!.runId! },
+        { workflowId: rollout!.workflowId, firstRunId: 'another-run' },
+        undefined,
+      ])
+        await handle.signal(rolloutReportSignal, {
+          ...(from ? { from } : {}),
+          view,
+          result: { outcome: 'Promoted', revision: rollout!.revision, message: 'forged', view },
+        } satisfies RolloutReport);
+      await wf.env.sleep('5 minutes');
+      const after = await handle.query(stateQuery);
+      expect(after.rounds).toBe(rounds);
+      expect(after.rollout).toMatchObject({ running: false, result: { outcome: 'RolledBack' } });
+      expect(cluster.deployed).toEqual(v1);
+      expect(cluster.status?.rollout?.phase).toBe('RolledBack');
 
       // A fixed revision starts a rollout of its own.
       cluster.canary.trouble = undefined;
@@ -187,45 +220,23 @@ describe('machineModelWorkflow with spec.rollout', () => {
       expect(cluster.deployed).toEqual(v1);
       const cancelled = wf.env.client.workflow.getHandle(rollout!.workflowId);
       await eventually('the rollout cancelled', async () => (await cancelled.describe()).status.name === 'CANCELLED');
-      // Nothing comes back while the spec stays invalid.
+      // Nothing comes back while the spec stays invalid (a rollout left asking would ask each minute).
       const { rounds } = await handle.query(stateQuery);
-      await wf.env.sleep('20 minutes');
+      await wf.env.sleep('5 minutes');
       expect(cluster.canary.weights).toEqual([20, 0]);
       expect(cluster.calls.applyCanary).toBe(1);
       expect((await handle.query(stateQuery)).rounds).toBe(rounds);
-      await stop(handle);
-    });
-  });
 
-  it('takes no report of an ended rollout or of another run, and spends no round on one (forged reports)', async () => {
-    const cluster = new FakeCluster();
-    await wf.withWorker(cluster, async (tq) => {
-      const handle = await readyModel(tq, cluster);
-      cluster.canary.trouble = { kind: 'crash-loop', pods: 1, container: 'model', restarts: 3, lastReason: 'Error' };
-      await update(handle, cluster, v2.image);
-      await eventually('rolled back', () => cluster.status?.rollout?.phase === 'RolledBack');
-      const { rollout, rounds } = await handle.query(stateQuery);
-      // The model recorded the run it started: a forger who read the history knows it too.
-      expect(rollout!.runId).toBeTruthy();
-      const view = { ...rollout!.view!, phase: 'Promoted' as const };
-      const promoted = (from: RolloutReport['from']): RolloutReport => ({
-        ...(from ? { from } : {}),
-        view,
-        result: { outcome: 'Promoted', revision: rollout!.revision, message: 'forged', view },
+      // Fixed, with the same revision: its rollout starts again (the cancelled one ended nothing).
+      cluster.spec = { ...cluster.spec, modelPath: v2.modelPath };
+      cluster.generation++;
+      await handle.signal(reconcileSignal, {
+        source: 'MachineModel',
+        event: 'updated',
+        generation: cluster.generation,
       });
-      // The ended rollout's own name, another run's, and none: none of them moves the stable Deployment.
-      for (const from of [
-        { workflowId: rollout!.workflowId, firstRunId: rollout!.runId! },
-        { workflowId: rollout!.workflowId, firstRunId: 'another-run' },
-        undefined,
-      ])
-        await handle.signal(rolloutReportSignal, promoted(from));
-      await wf.env.sleep('5 minutes');
-      const after = await handle.query(stateQuery);
-      expect(after.rounds).toBe(rounds);
-      expect(after.rollout).toMatchObject({ running: false, result: { outcome: 'RolledBack' } });
-      expect(cluster.deployed).toEqual(v1);
-      expect(cluster.status?.rollout?.phase).toBe('RolledBack');
+      await eventually('v2 at 20 % again', () => cluster.canary.weight === 20 && cluster.status?.phase === 'Ready');
+      expect(cluster.status?.rollout).toMatchObject({ phase: 'Progressing', canary: v2 });
       await stop(handle);
     });
   });
