@@ -11,7 +11,8 @@ import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@temporalio/client';
-import { temporal } from '@temporalio/proto';
+// CommonJS: under tsx its names come through the default export only.
+import proto from '@temporalio/proto';
 import { Command, Option } from 'commander';
 import { workflowIdFor, type RolloutSpec } from '../src/core/api.js';
 import { wholeNumber } from '../src/process/flags.js';
@@ -61,7 +62,7 @@ type Event = { eventTime?: { seconds?: unknown; nanos?: number | null } | null; 
 >;
 
 const millis = (e: Event) => Number(e.eventTime?.seconds ?? 0) * 1000 + Math.floor((e.eventTime?.nanos ?? 0) / 1e6);
-const typeOf = (e: Event) => temporal.api.enums.v1.EventType[Number(e.eventType)] ?? String(e.eventType);
+const typeOf = (e: Event) => proto.temporal.api.enums.v1.EventType[Number(e.eventType)] ?? String(e.eventType);
 
 /** The commands a rollout gives: what it does when it takes a step. */
 const commandTypes = new Set(
@@ -206,7 +207,13 @@ async function main(): Promise<void> {
         m.status?.rollout?.phase !== 'Progressing'
       );
     };
-    await until('every model settled', () => models_().every(settled), 600_000, 1_000);
+    await until('every model settled', () => models_().every(settled), 300_000, 1_000).catch((err: unknown) => {
+      for (const m of models_().filter((x) => !settled(x)))
+        log(
+          `not settled: ${m.metadata.name} ${m.status?.phase} ${JSON.stringify(m.status?.rollout)} ${m.status?.conditions?.find((c: any) => c.type === 'Ready')?.message ?? ''}`,
+        );
+      throw err;
+    });
     const settledSeconds = (Date.now() - lastRestart) / 1000;
     const canaries = JSON.parse(kubectlRun(stack, ['get', 'deployments', '-n', ns, '-o', 'json'])).items.filter(
       (d: any) => d.metadata.name.endsWith('-canary'),
@@ -243,6 +250,13 @@ async function main(): Promise<void> {
     writeFileSync(file, `${JSON.stringify(result, null, 2)}\n`);
     console.log(JSON.stringify(result, null, 2));
     console.log(`\n${file}`);
+  } catch (err) {
+    // Kept for a look (`MMO_CHAOS_KEEP=1`): the stack, its Temporal and the operator as they were.
+    if (process.env.MMO_CHAOS_KEEP) {
+      log(`kept: ${stack.kubeconfig}, Temporal ${stack.temporalAddress}`);
+      process.exit(1);
+    }
+    throw err;
   } finally {
     await client.connection.close();
     await operator?.stop().catch(() => undefined);
