@@ -10,7 +10,6 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Command, Option } from 'commander';
 import { wholeNumber } from '../src/process/flags.js';
 import type { RolloutSpec } from '../src/core/api.js';
@@ -28,6 +27,7 @@ import {
 import { concurrentWork, workIntervals, workers } from './harness/concurrent-work.js';
 import { imageNodeOptions } from './harness/image-node-options.js';
 import { resultsFile } from './harness/results-file.js';
+import { until } from './harness/until.js';
 import { makeRoom } from './harness/run.js';
 
 const cmd = new Command('bench:handover')
@@ -57,15 +57,6 @@ const plan: RolloutSpec = { strategy: 'Canary', steps: [{ weight: 50, pause: `${
 function modelStates(stack: StackInfo, namespaces: string[]) {
   const items = JSON.parse(kubectlRun(stack, ['get', 'machinemodels', '-A', '-o', 'json'])).items as any[];
   return items.filter((m) => namespaces.includes(m.metadata.namespace));
-}
-
-async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs: number, everyMs = 2_000) {
-  const started = performance.now();
-  while (!(await check())) {
-    if (performance.now() - started > timeoutMs) throw new Error(`${what}: not within ${timeoutMs / 1000}s`);
-    await sleep(everyMs);
-  }
-  return (performance.now() - started) / 1000;
 }
 
 function dealt(namespaces: string[], image: string): object[] {

@@ -29,6 +29,7 @@ import {
   type OperatorProcess,
 } from '../test/support/operator-process.js';
 import { resultsFile } from './harness/results-file.js';
+import { until } from './harness/until.js';
 import { makeRoom } from './harness/run.js';
 
 const cmd = new Command('bench:chaos')
@@ -46,14 +47,6 @@ const plan: RolloutSpec = {
   steps: [20, 50, 80].map((weight) => ({ weight, pause: `${pause}s` })),
 };
 const names = Array.from({ length: models }, (_, i) => `m-${i}`);
-
-async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs: number, everyMs = 500) {
-  const started = performance.now();
-  while (!(await check())) {
-    if (performance.now() - started > timeoutMs) throw new Error(`${what}: not within ${timeoutMs / 1000}s`);
-    await sleep(everyMs);
-  }
-}
 
 /** A rollout's history events, oldest first, across its runs (it continues as new at each step). */
 type Event = { eventTime?: { seconds?: unknown; nanos?: number | null } | null; eventType?: unknown } & Record<
@@ -156,44 +149,42 @@ async function main(): Promise<void> {
     const rolling = (image: string) =>
       models_().filter((m) => m.status?.rollout?.canary?.image === image && m.status.rollout.phase === 'Progressing');
 
+    /** As `mmctl rollout abort` does, for each of these models whose rollout runs. */
+    const abortRunning = async (which: string[]) => {
+      for (const n of which) {
+        const { rollout } = await client.workflow.getHandle(workflowIdFor(ns, n)).query(stateQuery);
+        if (rollout?.running)
+          await client.workflow
+            .getHandle(rollout.workflowId)
+            .executeUpdate(abortUpdate, { args: [{ by: 'bench' }] })
+            .catch(() => undefined);
+      }
+    };
     start();
     apply('registry.example/m:1');
     await until(
       'every model Ready on m:1',
       () => models_().filter((m) => m.status?.phase === 'Ready').length === models,
       300_000,
+      500,
     );
 
     // Wave 1; killed once every rollout is under way (inside a step), again between steps.
     apply('registry.example/m:2');
-    await until('m:2 rolling on most models', () => rolling('registry.example/m:2').length >= models - 2, 120_000);
+    await until('m:2 rolling on most models', () => rolling('registry.example/m:2').length >= models - 2, 120_000, 500);
     await killAndStart('wave 1 under way');
     await sleep(pause * 1000 + 1_500);
     await killAndStart('wave 1, between steps');
     // Wave 2 overtakes half; two of the others are aborted.
     apply('registry.example/m:3', names.slice(0, models / 2));
-    for (const n of names.slice(models / 2, models / 2 + 2)) {
-      const { rollout } = await client.workflow.getHandle(workflowIdFor(ns, n)).query(stateQuery);
-      if (rollout?.running)
-        await client.workflow
-          .getHandle(rollout.workflowId)
-          .executeUpdate(abortUpdate, { args: [{ by: 'bench' }] })
-          .catch(() => undefined);
-    }
+    await abortRunning(names.slice(models / 2, models / 2 + 2));
     await sleep(2_000);
     await killAndStart('wave 2 overtaking');
     // Wave 3 on every model; two aborted; the last kill inside its first steps.
     await sleep(pause * 1000);
     apply('registry.example/m:4');
-    await until('m:4 rolling on most models', () => rolling('registry.example/m:4').length >= models - 2, 120_000);
-    for (const n of names.slice(0, 2)) {
-      const { rollout } = await client.workflow.getHandle(workflowIdFor(ns, n)).query(stateQuery);
-      if (rollout?.running)
-        await client.workflow
-          .getHandle(rollout.workflowId)
-          .executeUpdate(abortUpdate, { args: [{ by: 'bench' }] })
-          .catch(() => undefined);
-    }
+    await until('m:4 rolling on most models', () => rolling('registry.example/m:4').length >= models - 2, 120_000, 500);
+    await abortRunning(names.slice(0, 2));
     await killAndStart('wave 3 under way');
     const lastRestart = restarts.at(-1)!;
 

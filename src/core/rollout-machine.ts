@@ -32,17 +32,7 @@ import type {
 } from './rollout-machine-types.js';
 
 // The machine's words, for those who drive it (the rollout's workflow, mmctl, the tests).
-export type {
-  Decision,
-  Ending,
-  MachineCommand,
-  MachineEvent,
-  MachineInput,
-  MachineState,
-  Outcome,
-  PersonCommand,
-  Stage,
-} from './rollout-machine-types.js';
+export type * from './rollout-machine-types.js';
 
 const keptNotes = 10;
 const readinessCheckMaxSeconds = 30;

@@ -36,11 +36,18 @@ async function readyModel(tq: string, cluster: FakeCluster) {
 }
 
 /** The spec changes, and the informer says so. */
-async function update(handle: Awaited<ReturnType<typeof readyModel>>, cluster: FakeCluster, image: string) {
-  cluster.spec = { ...cluster.spec, image };
+async function changeSpec(
+  handle: Awaited<ReturnType<typeof readyModel>>,
+  cluster: FakeCluster,
+  change: Partial<FakeCluster['spec']>,
+) {
+  cluster.spec = { ...cluster.spec, ...change };
   cluster.generation++;
   await handle.signal(reconcileSignal, { source: 'MachineModel', event: 'updated', generation: cluster.generation });
 }
+
+const update = (handle: Awaited<ReturnType<typeof readyModel>>, cluster: FakeCluster, image: string) =>
+  changeSpec(handle, cluster, { image });
 
 /**
  * Ends the model's workflow and the rollout it abandons at the end of a test: a rollout left running
@@ -207,13 +214,7 @@ describe('machineModelWorkflow with spec.rollout', () => {
       await eventually('v2 at 20 %', () => cluster.canary.weight === 20);
       const { rollout } = await handle.query(stateQuery);
       // A modelPath 0.2.0 took as a path and 0.3.0 reads as a storage URI.
-      cluster.spec = { ...cluster.spec, modelPath: 's3://models/m' };
-      cluster.generation++;
-      await handle.signal(reconcileSignal, {
-        source: 'MachineModel',
-        event: 'updated',
-        generation: cluster.generation,
-      });
+      await changeSpec(handle, cluster, { modelPath: 's3://models/m' });
       await eventually('Failed, InvalidSpec', () => condition(cluster, 'Ready')?.reason === 'InvalidSpec');
       await eventually('the canary removed', () => cluster.canary.removed === 1);
       expect(cluster.canary.weights).toEqual([20, 0]);
@@ -230,13 +231,7 @@ describe('machineModelWorkflow with spec.rollout', () => {
       expect((await handle.query(stateQuery)).rounds).toBe(rounds);
 
       // Fixed, with the same revision: its rollout starts again (the cancelled one ended nothing).
-      cluster.spec = { ...cluster.spec, modelPath: v2.modelPath };
-      cluster.generation++;
-      await handle.signal(reconcileSignal, {
-        source: 'MachineModel',
-        event: 'updated',
-        generation: cluster.generation,
-      });
+      await changeSpec(handle, cluster, { modelPath: v2.modelPath });
       await eventually('v2 at 20 % again', () => cluster.canary.weight === 20 && cluster.status?.phase === 'Ready');
       expect(cluster.status?.rollout).toMatchObject({ phase: 'Progressing', canary: v2 });
       await stop(handle);
