@@ -51,30 +51,75 @@ const revisionOf = (raw: unknown): Revision | undefined => {
   if (!isObject(raw)) return undefined;
   const image = str(raw.image);
   const modelPath = str(raw.modelPath);
-  return image === undefined || modelPath === undefined ? undefined : { ...raw, image, modelPath };
+  return image === undefined || modelPath === undefined ? undefined : { image, modelPath };
 };
 
 /**
- * A rollout report with what the model's workflow reads of it well typed: the sender's names, the
- * view's revision, the ask's numbers, the result's outcome; undefined otherwise. Judging whether it
- * counts is judgeReport's.
+ * A rollout report rebuilt from its well-typed fields only (what reaches the status and the round:
+ * the sender, the view, the ask, the result); undefined when a field it needs is missing or of
+ * another type. Judging whether it counts is judgeReport's.
  */
 export function reportOf<R extends { view: { revision: Revision } }>(raw: unknown): R | undefined {
-  if (!isObject(raw) || !isObject(raw.view) || !revisionOf(raw.view.revision)) return undefined;
-  if (raw.from !== undefined && !senderOf(raw.from)) return undefined;
-  const want = raw.want;
+  if (!isObject(raw)) return undefined;
+  const from = raw.from === undefined ? undefined : senderOf(raw.from);
+  const view = viewOf(raw.view);
+  const want = raw.want === undefined ? undefined : wantOf(raw.want);
+  const result = raw.result === undefined ? undefined : resultOf(raw.result);
   if (
-    want !== undefined &&
-    !(isObject(want) && ['step', 'replicas', 'weight', 'seq'].every((k) => num(want[k]) !== undefined))
+    !view ||
+    (raw.from !== undefined && !from) ||
+    (raw.want !== undefined && !want) ||
+    (raw.result !== undefined && !result)
   )
     return undefined;
-  const result = raw.result;
-  if (
-    result !== undefined &&
-    !(isObject(result) && ['Promoted', 'RolledBack', 'Aborted'].includes(str(result.outcome) ?? ''))
-  )
+  return defined({ from, view, want, result }) as unknown as R;
+}
+
+const phases = ['Progressing', 'Paused', 'Promoted', 'RolledBack', 'Aborted'];
+
+function viewOf(raw: unknown): Json | undefined {
+  if (!isObject(raw)) return undefined;
+  const revision = revisionOf(raw.revision);
+  const stable = raw.stable === undefined ? undefined : revisionOf(raw.stable);
+  const [step, steps, weight] = [num(raw.step), num(raw.steps), num(raw.weight)];
+  const phase = str(raw.phase);
+  const verdicts = Array.isArray(raw.verdicts) ? raw.verdicts.filter((v) => typeof v === 'string') : undefined;
+  if (!revision || step === undefined || steps === undefined || weight === undefined || !phases.includes(phase ?? ''))
     return undefined;
-  return raw as unknown as R;
+  const pausedBy = str(raw.pausedBy);
+  return defined({
+    revision,
+    stable,
+    phase,
+    step,
+    steps,
+    weight,
+    pausedBy: pausedBy === 'person' || pausedBy === 'analysis' ? pausedBy : undefined,
+    pauseSecondsLeft: num(raw.pauseSecondsLeft),
+    pauseEndsAt: str(raw.pauseEndsAt),
+    verdicts,
+    message: str(raw.message),
+  });
+}
+
+function wantOf(raw: unknown): Json | undefined {
+  if (!isObject(raw)) return undefined;
+  const [step, replicas, weight, seq] = [num(raw.step), num(raw.replicas), num(raw.weight), num(raw.seq)];
+  return [step, replicas, weight, seq].some((v) => v === undefined) ? undefined : { step, replicas, weight, seq };
+}
+
+function resultOf(raw: unknown): Json | undefined {
+  if (!isObject(raw)) return undefined;
+  const outcome = str(raw.outcome);
+  const check = str(raw.check);
+  if (!['Promoted', 'RolledBack', 'Aborted'].includes(outcome ?? '')) return undefined;
+  return defined({
+    outcome,
+    check: check === 'Ready' || check === 'ErrorRate' ? check : undefined,
+    message: str(raw.message) ?? '',
+    revision: revisionOf(raw.revision),
+    view: viewOf(raw.view),
+  });
 }
 
 function senderOf(raw: unknown): ReportSender | undefined {

@@ -37,5 +37,8 @@ describe('signal payloads, as a handler reads them (anyone who may signal can se
     expect(reportOf({ view, want: { ...want, seq: 'one' } })).toBeUndefined();
     expect(reportOf({ view, result: { outcome: 'Won' } })).toBeUndefined();
     expect(reportOf({ view, result: { outcome: 'Promoted', message: 'm', view } })).toBeDefined();
+    // Rebuilt from its checked fields: what would reach the status as sent is dropped, or refuses it.
+    expect(reportOf({ view: { ...view, message: {}, extra: 1 } })).toEqual({ view });
+    expect(reportOf({ view: { ...view, step: 'one' } })).toBeUndefined();
   });
 });
