@@ -75,7 +75,7 @@ export function reportOf<R extends { view: { revision: Revision } }>(raw: unknow
   return defined({ from, view, want, result }) as unknown as R;
 }
 
-const phases = ['Progressing', 'Paused', 'Promoted', 'RolledBack', 'Aborted'];
+const phases: readonly string[] = ['Progressing', 'Paused', 'Promoted', 'RolledBack', 'Aborted'] as const;
 
 function viewOf(raw: unknown): Json | undefined {
   if (!isObject(raw)) return undefined;
