@@ -1,7 +1,7 @@
 // The upgrade from the newest release before this checkout's version, with its work in flight, as a
 // team runs it: the release's CRD and operator (as the installed ServiceAccount) with canary rollouts
-// in their pause, a deletion waiting on the gateway, a drift, an image update, and a model whose
-// `modelPath` the release took as a path and this checkout reads as a storage URI; the release's
+// in their pause, a deletion waiting on the gateway, a drift, an image update, and, where a later
+// version refuses a spec the release took (`refusedSince`), a model with that spec; the release's
 // operator killed with SIGKILL; then this checkout's CRD and two replicas with 4 shards. Every model
 // ends as its spec says or says why not, no canary keeps a share on a model that cannot proceed, no
 // workflow task failed, the release's runs moved to their shard queues, and every run's history
@@ -17,7 +17,7 @@ import { temporal } from '@temporalio/proto';
 import { Worker, type ReplayWorkerOptions } from '@temporalio/worker';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { workflowIdFor } from '../../src/core/api.js';
+import { workflowIdFor, type MachineModelSpec } from '../../src/core/api.js';
 import { ReconcileMetrics } from '../../src/process/reconcile-metrics.js';
 import { CaddyProcess } from '../support/caddy-under-test.js';
 import { conditionOf, kubectlFor } from '../support/cluster.js';
@@ -57,6 +57,22 @@ function sameOperator(commit: string): boolean {
   ]);
   return diff.status === 0;
 }
+/**
+ * Specs a version began to refuse that the release before it admitted, with the message it gives: the
+ * upgrade's model that cannot proceed. An upgrade that crosses none of them has no such model.
+ */
+const refusedSince: { version: string; spec: Partial<MachineModelSpec>; message: string }[] = [
+  {
+    version: '0.3.0',
+    spec: { modelPath: 's3://models/classifier.pb' },
+    message: 'is a storage URI: give it as spec.storageUri',
+  },
+];
+const newer = (a: string, b: string) => a.localeCompare(b, 'en', { numeric: true }) > 0;
+const refusal = refusedSince.find((r) => newer(r.version, from.version) && !newer(r.version, version));
+/** The models that live through the upgrade, each in a canary pause or not. */
+const live = ['steady', 'updating', 'rolling', ...(refusal ? ['refused'] : [])];
+const canaries = ['rolling', ...(refusal ? ['refused'] : [])];
 const taskQueue = `mmo-upgrade-${randomUUID().slice(0, 8)}`;
 const v2 = 'registry.example.com/models/classifier:v2';
 const { WorkflowTaskFailedCause } = temporal.api.enums.v1;
@@ -98,17 +114,17 @@ describe(`an upgrade from v${from.version} to this checkout (${version}) with wo
       machineModel(ns, 'updating'),
       machineModel(ns, 'leaving'),
       machineModel(ns, 'rolling', { rollout: plan('30s') }),
-      machineModel(ns, 'refused', { rollout: plan('1h'), modelPath: 's3://models/classifier.pb' }),
+      ...(refusal ? [machineModel(ns, 'refused', { rollout: plan('1h'), ...refusal.spec })] : []),
     ]);
-    for (const n of ['steady', 'updating', 'leaving', 'rolling', 'refused'])
+    for (const n of [...live, 'leaving'])
       await eventually(
         `${n} Ready and published by v${from.version}`,
         () => (k.phaseOf(ns, n) === 'Ready' && published(n)?.status === 'True' ? true : undefined),
         120_000,
       );
     // Two canaries in their pause, at their share.
-    for (const n of ['rolling', 'refused']) patch(n, { image: v2 });
-    for (const n of ['rolling', 'refused'])
+    for (const n of canaries) patch(n, { image: v2 });
+    for (const n of canaries)
       await eventually(
         `${n}'s canary at 50 %`,
         () => (k.get('machinemodel', ns, n)?.status?.rollout?.weight === 50 ? true : undefined),
@@ -164,22 +180,8 @@ describe(`an upgrade from v${from.version} to this checkout (${version}) with wo
       },
       180_000,
     );
-    // The model this checkout refuses says why, and its canary lost its share and its Pods.
-    const refused = await eventually<any>(
-      'refused Failed with InvalidSpec, its canary gone',
-      () => {
-        const mm = k.get('machinemodel', ns, 'refused');
-        return conditionOf(mm, 'Ready')?.reason === 'InvalidSpec' && !k.get('deployment', ns, 'refused-canary')
-          ? mm
-          : undefined;
-      },
-      120_000,
-    );
-    expect(conditionOf(refused, 'Ready')?.message).toContain('is a storage URI: give it as spec.storageUri');
-    const routes = JSON.stringify(await caddy.routes());
-    expect(routes).not.toContain('refused-canary');
-    expect(routes).not.toContain('leaving');
-    expect(image('refused')).not.toBe(v2);
+    if (refusal) await expectRefusedWithdrawn(refusal.message);
+    expect(JSON.stringify(await caddy.routes())).not.toContain('leaving');
 
     const client = await temporalClient(stack);
     try {
@@ -191,9 +193,26 @@ describe(`an upgrade from v${from.version} to this checkout (${version}) with wo
   }, 900_000);
 });
 
+/** The model this checkout refuses says why, and its canary lost its share and its Pods. */
+async function expectRefusedWithdrawn(message: string) {
+  const refused = await eventually<any>(
+    'refused Failed with InvalidSpec, its canary gone',
+    () => {
+      const mm = k.get('machinemodel', ns, 'refused');
+      return conditionOf(mm, 'Ready')?.reason === 'InvalidSpec' && !k.get('deployment', ns, 'refused-canary')
+        ? mm
+        : undefined;
+    },
+    120_000,
+  );
+  expect(conditionOf(refused, 'Ready')?.message).toContain(message);
+  expect(JSON.stringify(await caddy.routes())).not.toContain('refused-canary');
+  expect(image('refused')).not.toBe(v2);
+}
+
 /** Each live model's workflow runs on its shard's queue, not on the base queue the release used. */
 async function expectRunsMovedToShards(client: Client) {
-  for (const name of ['steady', 'updating', 'rolling', 'refused']) {
+  for (const name of live) {
     const queue = await eventually(
       `${name}'s workflow on a shard queue`,
       async () => {
@@ -237,6 +256,6 @@ async function expectEveryRunClean(client: Client) {
       writeFileSync(path.join(process.env.MMO_UPGRADE_HISTORIES, file), historyToJSON(history));
     }
   }
-  // Five models' runs, two rollouts, and the moves.
-  expect(runs).toBeGreaterThan(8);
+  // Each model's runs, the rollouts, and the moves.
+  expect(runs).toBeGreaterThan(live.length * 2);
 }
