@@ -70,9 +70,9 @@ import { ModelRollouts } from './rollouts.js';
 import { phaseAttribute } from './search-attributes.js';
 import { kubeStep } from './steps.js';
 
-const runAgeBound: PatchId = 'run-age-bound';
 const moveToShardQueue: PatchId = 'move-to-shard-queue';
 const answerBeforeContinue: PatchId = 'answer-before-continue';
+const stableClock: PatchId = 'stable-clock';
 /** A run's longest life: half the day docs/workflow-versioning.md asks between releases. */
 const maxRunSeconds = 12 * 3600;
 
@@ -139,8 +139,10 @@ function handleMessages(state: CarriedState, loop: LoopState, view: () => Workfl
   setHandler(moveSignal, (request) => {
     const taskQueue = request?.taskQueue;
     // Guarded where it is taken, not where it acts: a run of 0.2.0 ignored the signal, and replays so.
-    if (typeof taskQueue === 'string' && mayMoveTo(taskQueue, workflowInfo().taskQueue) && patched(moveToShardQueue))
+    if (typeof taskQueue === 'string' && mayMoveTo(taskQueue, workflowInfo().taskQueue)) {
+      deprecatePatch(moveToShardQueue);
       loop.moveTo = taskQueue;
+    }
   });
   setHandler(stateQuery, view);
   setHandler(reconcileNowUpdate, async () => {
@@ -165,6 +167,24 @@ interface Run {
   reconcile: () => Promise<Round>;
   nextCheckSeconds: number;
   roundsThisRun: number;
+  clock: RoundClock;
+}
+
+/**
+ * The workflow times the loop decides by. Workflow time read right after a local activity is not the
+ * same in every execution of a task (when a worker without the run cached replays it, the SDK can
+ * apply the next task's start time first), so decisions read it only at wakes: the run's start, a
+ * signal or a timer ending a wait (docs/workflow-versioning.md, "Workflow time").
+ */
+interface RoundClock {
+  /** The last wake's time, and whether one came since the last round started. */
+  wokeAt: number;
+  woke: boolean;
+  /** The current (or last) round's start: a wake's time. */
+  roundStartedAt: number;
+  /** Whether this run decides by wakes (patch stable-clock); a run of 0.3.0 read the time anywhere. */
+  stable: boolean;
+  /** The old path's reference: read as the last round ended. */
   lastRoundEndedAt: number;
 }
 
@@ -178,7 +198,8 @@ export async function machineModelWorkflow(input: MachineModelWorkflowInput): Pr
     if (outcome.finished) return finish(run, outcome);
     if (dueToContinue(run)) {
       // A reconcileNow waiting for the next round would wait for it forever here: it runs first.
-      if (!allHandlersFinished() && (pending(run) || roundAwaited(run)) && patched(answerBeforeContinue)) {
+      if (!allHandlersFinished() && (pending(run) || roundAwaited(run))) {
+        deprecatePatch(answerBeforeContinue);
         loop.asked = true;
         continue;
       }
@@ -242,7 +263,9 @@ function startRun(input: MachineModelWorkflowInput): Run {
     await condition(() => wantsRound(state, loop), `${seconds} seconds`, { summary });
   };
   const gateway = modelGateway({ state, writeStatus, waitForSignal });
-  const reconcile = modelRound({ key, cfg, state, rollouts, gateway, writeStatus, setPhase, seen });
+  const clock: RoundClock = { wokeAt: Date.now(), woke: true, roundStartedAt: 0, stable: false, lastRoundEndedAt: 0 };
+  const now = () => (clock.stable ? clock.roundStartedAt : Date.now());
+  const reconcile = modelRound({ key, cfg, state, rollouts, gateway, writeStatus, setPhase, now, seen });
   return {
     input,
     label,
@@ -253,7 +276,7 @@ function startRun(input: MachineModelWorkflowInput): Run {
     reconcile,
     nextCheckSeconds: input.nextCheckSeconds ?? 0,
     roundsThisRun: 0,
-    lastRoundEndedAt: 0,
+    clock,
   };
 }
 
@@ -273,6 +296,8 @@ async function waitForWork(run: Run): Promise<number> {
     await condition(() => pending(run) || loop.moveTo !== undefined, `${nextCheckSeconds} seconds`, {
       summary: waitSummary(state.phase, nextCheckSeconds, seen.readiness),
     });
+    run.clock.wokeAt = Date.now();
+    run.clock.woke = true;
   }
   return waitEnds;
 }
@@ -294,12 +319,32 @@ async function moveWhenQuiet(run: Run, waitEnds: number): Promise<void> {
   });
 }
 
+const coalesceSummary = 'rate limit: let a burst of changes coalesce';
+
+/**
+ * At most one round starts per minRoundIntervalMs. A round that follows the last without a wait lets
+ * the burst coalesce for the whole interval; one woken by a signal or a timer waits out what is left
+ * of the interval since the last round started, both read at wakes.
+ */
+async function coalesce({ cfg, clock }: Run): Promise<void> {
+  const since = clock.woke ? clock.wokeAt - clock.roundStartedAt : 0;
+  if (since < cfg.minRoundIntervalMs) {
+    await sleep(cfg.minRoundIntervalMs - since, { summary: coalesceSummary });
+    clock.wokeAt = Date.now();
+  }
+  clock.roundStartedAt = clock.wokeAt;
+  clock.woke = false;
+}
+
 /** One round, rate-limited, counted, and told in the Web UI's current details. */
 async function runRound(run: Run): Promise<RoundOutcome> {
-  const { label, cfg, state, loop, seen } = run;
-  const sinceLast = Date.now() - run.lastRoundEndedAt;
-  if (sinceLast < cfg.minRoundIntervalMs) {
-    await sleep(cfg.minRoundIntervalMs - sinceLast, { summary: 'rate limit: let a burst of changes coalesce' });
+  const { label, cfg, state, loop, seen, clock } = run;
+  clock.stable = patched(stableClock);
+  if (clock.stable) await coalesce(run);
+  else {
+    const sinceLast = Date.now() - clock.lastRoundEndedAt;
+    if (sinceLast < cfg.minRoundIntervalMs)
+      await sleep(cfg.minRoundIntervalMs - sinceLast, { summary: coalesceSummary });
   }
   forgetWakes(loop);
   loop.roundInProgress = true;
@@ -307,7 +352,7 @@ async function runRound(run: Run): Promise<RoundOutcome> {
   const { nextCheckSeconds, requeued, ...outcome } = await run.reconcile();
   metrics.roundFinished(roundResultOf({ ...outcome, requeued }));
   loop.roundInProgress = false;
-  run.lastRoundEndedAt = Date.now();
+  clock.lastRoundEndedAt = Date.now();
   run.nextCheckSeconds = nextCheckSeconds;
   state.lastOutcome = outcome;
   setCurrentDetails(
@@ -328,7 +373,10 @@ async function finish(run: Run, outcome: RoundOutcome): Promise<RoundOutcome> {
   if (loop.askedForeign || changesSeen(state, loop).some((e) => e.foreign)) {
     // Something happened to the name after we looked (a new object of the same name): start clean.
     // A reconcileNow waiting for the next round gets this one's: the object it asked about is gone.
-    if (!allHandlersFinished() && patched(answerBeforeContinue)) loop.finished = true;
+    if (!allHandlersFinished()) {
+      deprecatePatch(answerBeforeContinue);
+      loop.finished = true;
+    }
     await condition(allHandlersFinished);
     return continueOnQueue(run)({ namespace: input.namespace, name: input.name, config: input.config });
   }
@@ -344,10 +392,9 @@ async function finish(run: Run, outcome: RoundOutcome): Promise<RoundOutcome> {
  * it past the bound continues as new first, and the new run does the waiting.
  */
 function dueToContinue(run: Run): boolean {
+  const now = run.clock.stable ? run.clock.roundStartedAt : Date.now();
   const wouldOutliveRunBound = (waitSeconds: number) =>
-    Date.now() - workflowInfo().runStartTime.getTime() + waitSeconds * 1000 > maxRunSeconds * 1000;
+    now - workflowInfo().runStartTime.getTime() + waitSeconds * 1000 > maxRunSeconds * 1000;
   if (++run.roundsThisRun >= run.cfg.maxRoundsPerRun || workflowInfo().continueAsNewSuggested) return true;
-  if (!wouldOutliveRunBound(run.nextCheckSeconds)) return false;
-  deprecatePatch(runAgeBound);
-  return true;
+  return wouldOutliveRunBound(run.nextCheckSeconds);
 }

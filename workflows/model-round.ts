@@ -8,7 +8,7 @@
 // invalid spec refused (`refuseSpec`); the children (`applyChildren`); the one progress decision
 // (`followProgress`); the rollout (`followRollout`: start, follow or end it; the canary's share);
 // the route with that share, then the canary's objects (`publishShare`); the status (`report`).
-import { deprecatePatch, patched, upsertMemo, workflowInfo } from '@temporalio/workflow';
+import { deprecatePatch, upsertMemo, workflowInfo } from '@temporalio/workflow';
 import type {
   ApplyResult,
   ModelSnapshot,
@@ -32,7 +32,6 @@ import type { ModelRollouts, RolloutFollowUp, RoundShare } from './rollouts.js';
 import { failureOf, kubeStep } from './steps.js';
 
 const invalidSpec: FailureType = 'InvalidSpec';
-const readAndApplyPatch: PatchId = 'read-and-apply';
 const invalidSpecWithdrawsCanary: PatchId = 'invalid-spec-withdraws-canary';
 
 /** What a round followed of the model's rollout: none for a model that never had one. */
@@ -60,6 +59,8 @@ export interface RoundContext {
     changes?: string[],
   ): Promise<{ phase?: RoundOutcome['phase']; conditions: RoundOutcome['conditions'] }>;
   setPhase(phase: RoundOutcome['phase']): void;
+  /** The round's workflow time for its decisions: when it started (docs/workflow-versioning.md, "Workflow time"). */
+  now(): number;
   /** What the last round saw and ran, for the Web UI's summaries and current details. */
   seen: { readiness?: string; image?: string };
 }
@@ -87,7 +88,6 @@ async function reconcile(ctx: RoundContext): Promise<Round> {
   });
 
   state.echoes = [];
-  deprecatePatch(readAndApplyPatch);
   const looked = await readAndApply(ctx);
   const { model } = looked;
   const previous = state.uid ? { ...key, uid: state.uid } : undefined;
@@ -123,7 +123,7 @@ function readAndApply(ctx: RoundContext): Promise<ReadAndApplyResult> {
           notReadyChecks: state.notReadyChecks,
         },
         ...(state.phase ? { phase: state.phase } : {}),
-        now: Date.now(),
+        now: ctx.now(),
         config: { progressDeadlineSeconds, driftCheckSeconds, readinessRecheckSeconds },
       }
     : undefined;
@@ -266,8 +266,8 @@ async function refuseSpec(
   const message = model.specErrors.join('; ');
   // A canary may stand while a rollout is recorded whose canary was not withdrawn, or a share is set.
   const canaryMayStand = (state.rollout && !state.rollout.canaryWithdrawn) || (state.canaryShare ?? 0) > 0;
-  const withdrawal =
-    canaryMayStand && patched(invalidSpecWithdrawsCanary) ? await withdrawCanary(ctx, model, changes) : undefined;
+  if (canaryMayStand) deprecatePatch(invalidSpecWithdrawsCanary);
+  const withdrawal = canaryMayStand ? await withdrawCanary(ctx, model, changes) : undefined;
   const extra = withdrawal?.condition ? { extraConditions: [withdrawal.condition] } : {};
   const status = await writeStatus(ref, generation, { kind: 'failed', reason: invalidSpec, message }, extra);
   const next = withdrawal?.retrySoon ? gatewayRetryMaxSeconds : cfg.driftCheckSeconds;
@@ -338,7 +338,7 @@ function followProgress(
 ) {
   const { cfg, state, seen } = ctx;
   const sight = { uid: model.ref.uid, generation: model.generation };
-  const decision = decidedByRead ?? progressOfRound(state, sight, isReady(applied.readiness), Date.now(), cfg);
+  const decision = decidedByRead ?? progressOfRound(state, sight, isReady(applied.readiness), ctx.now(), cfg);
   state.progressStartedAt = decision.progressStartedAt;
   state.notReadyChecks = decision.notReadyChecks;
   seen.readiness = readinessSummary(applied.readiness);

@@ -23,66 +23,53 @@ export interface PatchRecord {
 // Every path that existed at v0.1.0 is the baseline. v0.1.0 shipped no rollout workflow, so
 // canaryRolloutWorkflow's patches begin with those after v0.2.0, which shipped it.
 export const patches = {
-  'canary-rollouts': {
-    workflow: 'machineModelWorkflow',
-    guards: 'a model with spec.rollout starts a canary rollout (a child workflow) for a new revision and follows it',
-    addedIn: '0.2.0',
-    stage: 'deprecated',
-  },
-  'run-age-bound': {
-    workflow: 'machineModelWorkflow',
-    guards:
-      'a run whose next wait would take it past 12 hours continues as new first (drift checks are 10 hours apart)',
-    addedIn: '0.2.0',
-    stage: 'deprecated',
-  },
-  'read-and-apply': {
-    workflow: 'machineModelWorkflow',
-    guards:
-      'a round reads the object and applies its children in one step (readAndApply) when it can only be an apply, and writes the status too when nothing lies between (no route to publish, no rollout)',
-    addedIn: '0.2.0',
-    stage: 'deprecated',
-  },
   'rollout-known-before-start': {
     workflow: 'machineModelWorkflow',
     guards:
       'a rollout is recorded before its child workflow starts, so its first report, when it comes in the same workflow task as the start, is kept (it was dropped, and the canary never came)',
     addedIn: '0.3.0',
-    stage: 'patched',
+    stage: 'deprecated',
   },
   'move-to-shard-queue': {
     workflow: 'machineModelWorkflow',
     guards:
       "a model's workflow told by its shard's owner that it runs on another queue of the install continues as new on its shard's queue",
     addedIn: '0.3.0',
-    stage: 'patched',
+    stage: 'deprecated',
   },
   'answer-before-continue': {
     workflow: 'machineModelWorkflow',
     guards:
       'a run about to continue as new while a reconcileNow waits for the next round runs that round first, or, its object gone, answers it with the last (it waited for all handlers to finish, forever)',
     addedIn: '0.3.0',
-    stage: 'patched',
+    stage: 'deprecated',
   },
   'reports-bound-to-run': {
     workflow: 'machineModelWorkflow',
     guards:
       'a rollout report counts only when it names the recorded rollout run and that rollout still runs; an ignored report costs no round (one for an ended rollout could move the stable Deployment)',
     addedIn: '0.3.0',
-    stage: 'patched',
+    stage: 'deprecated',
   },
   'invalid-spec-withdraws-canary': {
     workflow: 'machineModelWorkflow',
     guards:
       "a round that finds the spec invalid cancels the running rollout, takes the canary's share off the route and removes the canary (the canary kept its share forever)",
     addedIn: '0.3.0',
-    stage: 'patched',
+    stage: 'deprecated',
   },
   'look-asks-again': {
     workflow: 'canaryRolloutWorkflow',
     guards:
       "a rollout that looks at its canary reports its ask again while the model's round has not answered it (a lost ask left it waiting for its ready deadline)",
     addedIn: '0.3.0',
+    stage: 'deprecated',
+  },
+  'stable-clock': {
+    workflow: 'machineModelWorkflow',
+    guards:
+      "the loop's decisions (the rate limit, the run's age bound, a round's progress deadline) read workflow time only at wakes: read right after a local activity it differed when a worker without the run cached replayed it, and the run failed every later task as nondeterministic",
+    addedIn: '0.4.0',
     stage: 'patched',
   },
 } as const satisfies Record<string, PatchRecord>;

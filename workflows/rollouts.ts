@@ -10,7 +10,6 @@ import {
   getExternalWorkflowHandle,
   isCancellation,
   deprecatePatch,
-  patched,
   startChild,
 } from '@temporalio/workflow';
 import type { ApplyResult, ModelSnapshot } from '../activities/index.js';
@@ -31,7 +30,6 @@ import {
 } from './rollout-definitions.js';
 import { kubeStep } from './steps.js';
 
-const canaryRollouts: PatchId = 'canary-rollouts';
 const rolloutKnownBeforeStart: PatchId = 'rollout-known-before-start';
 const reportsBoundToRun: PatchId = 'reports-bound-to-run';
 
@@ -59,11 +57,10 @@ export class ModelRollouts {
    */
   onReport(report: RolloutReport): boolean {
     const r = this.state.rollout;
-    if (patched(reportsBoundToRun)) {
-      const verdict = judgeReport(r, report);
-      if (!verdict.take) return false;
-      if (verdict.bindRunId) r!.runId = verdict.bindRunId;
-    } else if (!r || !sameRevision(r.revision, report.view.revision)) return true;
+    deprecatePatch(reportsBoundToRun);
+    const verdict = judgeReport(r, report);
+    if (!verdict.take) return false;
+    if (verdict.bindRunId) r!.runId = verdict.bindRunId;
     this.take(r!, report);
     return true;
   }
@@ -103,7 +100,6 @@ export class ModelRollouts {
     const pending = applied.rollout?.pending;
     const changes: string[] = [];
     if (pending && model.spec.rollout) {
-      deprecatePatch(canaryRollouts);
       const current = this.state.rollout;
       if (!current || !sameRevision(current.revision, pending) || current.restartable) {
         changes.push(...(await this.cancel(`a newer revision, ${pending.image}, came`)));
@@ -140,9 +136,9 @@ export class ModelRollouts {
     // The rollout's first ask can come in the same workflow task as its start (a task that waited on a
     // busy worker), and the SDK runs that task's signal handlers before this code resumes: the report
     // must find its rollout known already, or the ask is dropped and the canary never comes.
-    const knownFirst = patched(rolloutKnownBeforeStart);
+    deprecatePatch(rolloutKnownBeforeStart);
     const before = this.state.rollout;
-    if (knownFirst) this.state.rollout = recorded;
+    this.state.rollout = recorded;
     let adopted = false;
     try {
       const child = await startChild<typeof canaryRolloutWorkflow>(rolloutWorkflowType, {
@@ -164,12 +160,11 @@ export class ModelRollouts {
     } catch (err) {
       // This revision's rollout runs already (this workflow was reset, or lost its state): follow it.
       if (!(err instanceof WorkflowExecutionAlreadyStartedError)) {
-        if (knownFirst) this.state.rollout = before;
+        this.state.rollout = before;
         throw err;
       }
       adopted = true;
     }
-    if (!knownFirst) this.state.rollout = recorded;
     return adopted
       ? `rollout of ${revision.image} running already: following it`
       : `rollout of ${revision.image} started`;

@@ -1,4 +1,8 @@
-import { describe, expect, it } from 'vitest';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Worker, type ReplayWorkerOptions } from '@temporalio/worker';
+import { Registry } from 'prom-client';
+import { describe, expect, inject, it } from 'vitest';
+import { ReconcileMetrics } from '../../src/process/reconcile-metrics.js';
 import { roundsOfWorkflow } from '../../src/cli/model-workflows.js';
 import type { WorkflowConfig } from '../../src/core/reconcile-timing.js';
 import { reconcileNowUpdate, reconcileSignal, stateQuery } from '../../workflows/definitions.js';
@@ -107,6 +111,39 @@ describe('machineModelWorkflow rounds: echoes, coalescing, run length, steps', (
       expect(cluster.calls.applyChildren).toBe(state.rounds);
       await handle.terminate();
     });
+  });
+
+  // Seen in bench:chaos (a model's workflow stuck after its second restart): the first worker to take a
+  // task after a restart replayed the run and read the previous round's end at the new task's start, so
+  // it decided the rate limit differently from any later replay, and every later task failed.
+  it('decides the same on a worker that caches no run as any replay does (workflow time read at wakes)', async () => {
+    const cluster = new FakeCluster();
+    cluster.ready = true;
+    const worker = await wf.worker(cluster.activities(), `wf-${Math.random().toString(36).slice(2)}`, {
+      maxCachedWorkflows: 0,
+    });
+    const handle = await worker.runUntil(async () => {
+      const h = await start(worker.options.taskQueue);
+      await eventually('the first round done', async () => {
+        const s = await h.query(stateQuery);
+        return s.rounds === 1 && !s.roundInProgress;
+      });
+      // More than the rate limit's interval after that round, a change: the next task replays the run.
+      await sleep(1_500);
+      await h.signal(reconcileSignal, { source: 'MachineModel', event: 'updated', resourceVersion: '900' });
+      await eventually('the second round done', async () => {
+        const s = await h.query(stateQuery);
+        return s.rounds === 2 && !s.roundInProgress;
+      });
+      return h;
+    });
+    const history = await handle.fetchHistory();
+    const options = {
+      workflowBundle: { code: inject('workflowBundleCode') },
+      sinks: new ReconcileMetrics(new Registry()).sinks(),
+    } as ReplayWorkerOptions;
+    await Worker.runReplayHistory(options, history, handle.workflowId);
+    await handle.terminate();
   });
 
   it('continues as new after maxRoundsPerRun, carrying its state', async () => {
