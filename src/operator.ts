@@ -21,7 +21,8 @@ import { queueLayout, type QueueLayout } from './sharding/task-queues.js';
 import { startGatewayJanitor } from './temporal/gateway-janitor.js';
 import { SweepSchedule } from './temporal/sweep-schedule.js';
 import { workflowSender } from './temporal/workflow-client.js';
-import { runningOnQueueQuery, type WorkflowSweep } from './temporal/workflow-sweep.js';
+import { runningOnQueueQuery } from './core/visibility-queries.js';
+import type { WorkflowSweep } from './temporal/workflow-sweep.js';
 import { Workers } from './worker/workers.js';
 
 export interface RunningOperator {

@@ -15,6 +15,7 @@ import { moveSignal, workflowType } from '../../workflows/definitions.js';
 import { rolloutWorkflowType } from '../../workflows/rollout-definitions.js';
 import { nameAttribute, namespaceAttribute } from '../../workflows/search-attributes.js';
 import type { SignalRequest } from '../informer/event-filter.js';
+import { quote } from '../core/visibility-queries.js';
 
 export interface WorkflowSweep {
   /** The queues whose workflows to look at: the base queue, and with shards every shard's queue. */
@@ -28,13 +29,6 @@ export interface WorkflowSweep {
   /** Whether a worker of the current layout polls the queue. */
   polled(queue: string): boolean;
   enqueue(request: SignalRequest): void;
-}
-
-const quote = (s: string) => `'${s.replace(/'/g, "\\'")}'`;
-
-/** Visibility query for every running workflow, of any type, on the queue (a drain's, queue-drains.ts). */
-export function runningOnQueueQuery(queue: string): string {
-  return `TaskQueue = ${quote(queue)} AND ExecutionStatus = 'Running'`;
 }
 
 /** Visibility query for the running workflows of the models in the informer's namespaces. */

@@ -13,6 +13,7 @@ import type { Reachability } from '../process/ready-gate.js';
 import { untilTemporalAnswers, workerConnector } from '../process/temporal.js';
 import type { ShardWorker } from '../sharding/shard-placement.js';
 import { gatewayDriver } from './gateway-driver.js';
+import { redirectStickyRuns } from './sticky-redirect.js';
 import { workflowSource } from './workflow-source.js';
 
 /** A drain's workflow cache (src/sharding/queue-drains.ts): its workflows only pass through. */
@@ -58,6 +59,7 @@ export class Workers {
    */
   async startBase(connection: NativeConnection): Promise<Worker> {
     const { config, temporal, signal } = this.settings;
+    this.redirect(connection, config.temporal.taskQueue);
     const worker = await untilTemporalAnswers(
       () => this.create(connection, config.temporal.taskQueue, undefined),
       temporal,
@@ -76,6 +78,7 @@ export class Workers {
     const giveUp = AbortSignal.any([this.settings.signal, AbortSignal.timeout(30_000)]);
     const connection = await this.connectionWithin(giveUp);
     const stop = new WorkerStop();
+    if (!drain) this.redirect(connection, queue);
     const worker = await this.createWithin(giveUp, connection, queue, stop, {
       shutdownGraceTime: '4 seconds',
       shutdownForceTime: '6 seconds',
@@ -97,6 +100,18 @@ export class Workers {
         );
       },
     };
+  }
+
+  /** In the background: the queue's running workflows' next tasks come here, not to a dead worker's sticky queue. */
+  private redirect(connection: NativeConnection, taskQueue: string): void {
+    const { config, log } = this.settings;
+    redirectStickyRuns(connection, config.temporal.namespace, taskQueue, log).then(
+      (runs) => {
+        if (runs > 0) log.info({ taskQueue, runs }, "the queue's running workflows take their next tasks from it");
+      },
+      (err: unknown) =>
+        log.warn({ err, taskQueue }, "could not reset the running workflows' sticky queues: they wait out its timeout"),
+    );
   }
 
   private async connectionWithin(giveUp: AbortSignal): Promise<NativeConnection> {

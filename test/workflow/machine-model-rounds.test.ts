@@ -196,10 +196,7 @@ describe('machineModelWorkflow rounds: echoes, coalescing, run length, steps', (
       expect(status.name).toBe('CONTINUED_AS_NEW');
       expect(closeTime!.getTime() - startTime.getTime()).toBeLessThanOrEqual(12 * 3600_000);
       const { events } = await first.fetchHistory();
-      expect(patchMarkersOf({ events: (events ?? []) as RecordedHistory['events'] })).toEqual([
-        'read-and-apply',
-        'run-age-bound',
-      ]);
+      expect(patchMarkersOf({ events: (events ?? []) as RecordedHistory['events'] })).toEqual(['stable-clock']);
       await latest.terminate();
     });
   });

@@ -40,7 +40,7 @@ describe('machineModelWorkflow', () => {
     });
   });
 
-  it('runs as the informer starts it (uid as memo): the read-and-apply marker only, no memo write', async () => {
+  it('runs as the informer starts it (uid as memo): the stable-clock marker only, no memo write', async () => {
     const cluster = new FakeCluster();
     cluster.ready = true;
     cluster.gatewayConfigured = true;
@@ -56,9 +56,8 @@ describe('machineModelWorkflow', () => {
       expect(cluster.finalizers).toEqual([finalizerName]);
       expect(cluster.calls.registerRoute).toBe(1);
       const { events } = await handle.fetchHistory();
-      // A model without a rollout takes the guarded paths of the round's first step (canary-rollouts is
-      // evaluated only for a rollout): one marker each for the run.
-      expect(patchMarkersOf({ events: (events ?? []) as RecordedHistory['events'] })).toEqual(['read-and-apply']);
+      // A model without a rollout takes one guarded path, the loop's rate limit: one marker for the run.
+      expect(patchMarkersOf({ events: (events ?? []) as RecordedHistory['events'] })).toEqual(['stable-clock']);
       expect((events ?? []).filter((e) => e.workflowPropertiesModifiedEventAttributes)).toEqual([]);
       expect((await handle.describe()).memo).toEqual({ uid: 'uid-1' });
       await handle.terminate();
