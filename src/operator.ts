@@ -176,6 +176,8 @@ async function startInformer(op: Operator, kube: KubeClient | undefined, workers
     }),
     log,
   );
+  // The first signals go once this process's workers take their queue's workflows (sticky-redirect.ts).
+  if (workers) signaler.holdUntil(workers.redirected);
   const informer = watchModels(op, signaler);
   let sweeps: SweepSchedule | undefined;
   op.parts.informer = async () => {

@@ -55,6 +55,8 @@ export class Signaler {
   /** When each model last had a delivery (only while that is within minIntervalMs). */
   private readonly lastSent = new Map<string, number>();
   private wake: { at: number; timer: NodeJS.Timeout } | undefined;
+  /** Nothing is sent while held (holdUntil). */
+  private held = false;
   sent = 0;
   failures = 0;
 
@@ -84,6 +86,19 @@ export class Signaler {
     this.startSenders();
   }
 
+  /**
+   * Sends nothing until `ready` settles, or for `atMostMs`: the requests wait and coalesce. A restarted
+   * operator's first signals wait for its queue's workflows to be taken from the dead worker's sticky
+   * queue (src/worker/sticky-redirect.ts), or each would wait out that queue's timeout.
+   */
+  holdUntil(ready: Promise<unknown>, atMostMs = 15_000): void {
+    this.held = true;
+    void Promise.race([ready, sleep(atMostMs)]).finally(() => {
+      this.held = false;
+      this.startSenders();
+    });
+  }
+
   /** Stops retrying; requests still pending are reported and left to the next start's re-list. */
   async stop(): Promise<void> {
     this.stopped = true;
@@ -101,7 +116,7 @@ export class Signaler {
 
   /** Up to `concurrency` senders, each taking the next model not in flight: one slow delivery holds up no other. */
   private startSenders(): void {
-    while (!this.stopped && this.senders.size < this.opts.concurrency && this.nextKey() !== undefined) {
+    while (!this.stopped && !this.held && this.senders.size < this.opts.concurrency && this.nextKey() !== undefined) {
       const sender: Promise<void> = this.sendUntilEmpty().finally(() => {
         this.senders.delete(sender);
         // A request that waited for its model's delivery in flight may still be pending.

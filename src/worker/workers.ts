@@ -44,6 +44,10 @@ export class Workers {
   /** The base worker's connection, which the shards' and drains' workers share. */
   private readonly connection = new Promise<NativeConnection>((resolve) => (this.connected = resolve));
 
+  private baseRedirected!: () => void;
+  /** Settles once the base queue's running workflows take their tasks from it (or that failed). */
+  readonly redirected = new Promise<void>((resolve) => (this.baseRedirected = resolve));
+
   constructor(private readonly settings: WorkerSettings) {}
 
   /** Makes the activities, then connects to Temporal, waiting while it does not answer. */
@@ -59,7 +63,7 @@ export class Workers {
    */
   async startBase(connection: NativeConnection): Promise<Worker> {
     const { config, temporal, signal } = this.settings;
-    this.redirect(connection, config.temporal.taskQueue);
+    void this.redirect(connection, config.temporal.taskQueue).then(this.baseRedirected);
     const worker = await untilTemporalAnswers(
       () => this.create(connection, config.temporal.taskQueue, undefined),
       temporal,
@@ -78,7 +82,7 @@ export class Workers {
     const giveUp = AbortSignal.any([this.settings.signal, AbortSignal.timeout(30_000)]);
     const connection = await this.connectionWithin(giveUp);
     const stop = new WorkerStop();
-    if (!drain) this.redirect(connection, queue);
+    if (!drain) void this.redirect(connection, queue);
     const worker = await this.createWithin(giveUp, connection, queue, stop, {
       shutdownGraceTime: '4 seconds',
       shutdownForceTime: '6 seconds',
@@ -103,9 +107,9 @@ export class Workers {
   }
 
   /** In the background: the queue's running workflows' next tasks come here, not to a dead worker's sticky queue. */
-  private redirect(connection: NativeConnection, taskQueue: string): void {
+  private redirect(connection: NativeConnection, taskQueue: string): Promise<void> {
     const { config, log } = this.settings;
-    redirectStickyRuns(connection, config.temporal.namespace, taskQueue, log).then(
+    return redirectStickyRuns(connection, config.temporal.namespace, taskQueue, log).then(
       (runs) => {
         if (runs > 0) log.info({ taskQueue, runs }, "the queue's running workflows take their next tasks from it");
       },

@@ -143,6 +143,33 @@ describe('operator resilience', () => {
     }
   }, 400_000);
 
+  // Without the sticky queues reset, each run cached by the killed worker took its next task only
+  // after its sticky queue's 10 s schedule-to-start timeout (src/worker/sticky-redirect.ts).
+  it("sends a killed worker's runs their next tasks on its queue, not on the dead worker's sticky queue", async () => {
+    const ns = k.createNamespace('sticky');
+    const handle = client.workflow.getHandle(workflowIdFor(ns, 'idle'));
+    let operator = operatorFor(ns, 'sticky-1');
+    try {
+      k.apply([machineModel(ns, 'idle')]);
+      await expectConverged(ns, ['idle'], 60_000);
+      await eventually('the model settled, its run cached', async () => {
+        const s = await handle.query(stateQuery);
+        return !s.pendingWork && !s.roundInProgress ? true : undefined;
+      });
+      await operator.kill();
+      operator = operatorFor(ns, 'sticky-2');
+      k.kubectl('-n', ns, 'patch', 'mm', 'idle', '--type=merge', '-p', '{"spec":{"minReplicas":2,"maxReplicas":2}}');
+      await eventually('the change applied after the restart', () =>
+        k.get('deployment', ns, 'idle')?.spec.replicas === 2 ? true : undefined,
+      );
+      const { events } = await handle.fetchHistory();
+      const waited = (events ?? []).filter((e) => e.workflowTaskTimedOutEventAttributes);
+      expect(waited.map((e) => e.workflowTaskTimedOutEventAttributes!.timeoutType)).toEqual([]);
+    } finally {
+      await operator.stop();
+    }
+  });
+
   it('runs active-active: two operator replicas, one workflow and one set of writes per model', async () => {
     const ns = k.createNamespace('replicas');
     const a = operatorFor(ns, 'replica-a');

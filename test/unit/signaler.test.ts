@@ -33,6 +33,40 @@ describe('Signaler', () => {
     expect(sent).toEqual(['a@1', 'a@undefined']);
   });
 
+  it('sends nothing while held, then what came meanwhile, coalesced (a restart waits for its queue to be taken)', async () => {
+    const sent: string[] = [];
+    let ready!: () => void;
+    const s = new Signaler(async (r) => void sent.push(r.name), quiet, {
+      concurrency: 2,
+      backoffMs: { initial: 1, max: 1 },
+    });
+    s.holdUntil(new Promise<void>((r) => (ready = r)));
+    s.enqueue(req('a', 'reconcile', '1'));
+    s.enqueue(req('a', 'reconcile', '2'));
+    s.enqueue(req('b'));
+    await sleep(20);
+    expect(sent).toEqual([]);
+    ready();
+    await sleep(0);
+    await s.idle();
+    expect(sent.sort()).toEqual(['a', 'b']);
+  });
+
+  it('stops holding after atMostMs, whatever it waited for', async () => {
+    const sent: string[] = [];
+    const s = new Signaler(async (r) => void sent.push(r.name), quiet, {
+      concurrency: 1,
+      backoffMs: { initial: 1, max: 1 },
+    });
+    s.holdUntil(new Promise<void>(() => undefined), 30);
+    s.enqueue(req('a'));
+    await sleep(10);
+    expect(sent).toEqual([]);
+    await sleep(40);
+    await s.idle();
+    expect(sent).toEqual(['a']);
+  });
+
   it('does not let one slow delivery hold up the others, and never sends for one model twice at once', async () => {
     const sent: string[] = [];
     let inFlightA = 0;
