@@ -96,7 +96,7 @@ describe('rounds read back from a recorded history', () => {
   });
 
   it('reads a round whose read step applied the children too (readAndApply), as it read the two steps', () => {
-    const plain = roundsOf('r1', recorded('no-gateway-update-drift-delete-before-report-with-apply.json'));
+    const plain = roundsOf('r1', recorded('retired/no-gateway-update-drift-delete-before-report-with-apply.json'));
     expect(plain[0]).toMatchObject({
       changes: ['Deployment created', 'Service created'],
       phaseAfter: 'Deploying',
@@ -109,7 +109,10 @@ describe('rounds read back from a recorded history', () => {
       readiness: '2 of 2 ready, 2 updated',
     });
     expect(plain.at(-1)).toMatchObject({ gone: true });
-    const published = roundsOf('r1', recorded('caddy-update-resync-outage-delete-before-report-with-apply.json'));
+    const published = roundsOf(
+      'r1',
+      recorded('retired/caddy-update-resync-outage-delete-before-report-with-apply.json'),
+    );
     expect(published.flatMap((r) => r.changes)).toEqual([
       'finalizer added',
       'Deployment created',
