@@ -279,9 +279,9 @@ async function look(run: RolloutRun, command: Command<'look'>): Promise<MachineE
     await ask(run, { replicas: command.replicas, weight: run.state.weight });
   // Level-triggered: an ask the round has not answered (lost, or the round ended early) is made
   // again at a look a minute or more after the last report, as answerTo does for a share.
-  else if (run.answered?.seq !== run.want.seq && Date.now() - run.reportedAt >= 60_000) {
+  else {
     deprecatePatch(lookAsksAgain);
-    await report(run, undefined, true);
+    if (run.answered?.seq !== run.want.seq && Date.now() - run.reportedAt >= 60_000) await report(run, undefined, true);
   }
   const [health, traffic] = await Promise.all([
     step('canaryHealth', `look at the canary of ${run.label}: ${command.replicas} × ${revision.image}`, {
