@@ -6,7 +6,7 @@
 // the time its timer was due, when it was waiting on one), and how long after the last restart every
 // model settled: on its spec's image, Ready, no canary left, the route without a canary share.
 // Usage: npm run bench:chaos -- [--models 10] [--pause 5] [--label word]
-import { writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -123,7 +123,7 @@ async function main(): Promise<void> {
     const env = {
       MMO_NAMESPACES: ns,
       MMO_TASK_QUEUE: `chaos-${randomUUID().slice(0, 6)}`,
-      LOG_LEVEL: 'warn',
+      LOG_LEVEL: process.env.MMO_CHAOS_LOG_LEVEL ?? 'warn',
       ...caddy.operatorEnv,
     };
     const start = () => (operator = startOperatorProcess(stack, env, 'chaos'));
@@ -212,6 +212,15 @@ async function main(): Promise<void> {
     const split = JSON.stringify(await caddy.routes()).includes('-canary');
 
     const histories = await rolloutHistories(client);
+    // With MMO_CHAOS_HISTORIES=<dir>: every rollout's events and the operators' logs, for a look.
+    const keep = process.env.MMO_CHAOS_HISTORIES;
+    if (keep) {
+      mkdirSync(keep, { recursive: true });
+      for (const [id, events] of histories)
+        writeFileSync(path.join(keep, `${id.replaceAll('/', '_')}.json`), JSON.stringify(events));
+      cpSync(path.join(stack.stateDir, 'logs'), path.join(keep, 'logs'), { recursive: true });
+      writeFileSync(path.join(keep, 'restarts.json'), JSON.stringify(restarts));
+    }
     const delays = recoveries(histories, restarts);
     let failedTasks = 0;
     for await (const wf of client.workflow.list({ query: `TaskQueue = '${env.MMO_TASK_QUEUE}'` })) {

@@ -171,21 +171,31 @@ interface Run {
 }
 
 /**
- * The workflow times the loop decides by. Workflow time read right after a local activity is not the
- * same in every execution of a task (when a worker without the run cached replays it, the SDK can
- * apply the next task's start time first), so decisions read it only at wakes: the run's start, a
- * signal or a timer ending a wait (docs/workflow-versioning.md, "Workflow time").
+ * What the loop decides by. Workflow time (and the server's continue-as-new suggestion) read right
+ * after a local activity is not the same in every execution of a task: the first worker to replay a
+ * run after a restart can read the next task's. So the rate limit decides by events alone, and the
+ * round's deadlines and the run's bounds read the time at wakes: the run's start, a signal or a timer
+ * ending a wait (docs/workflow-versioning.md, "Workflow time").
  */
 interface RoundClock {
-  /** The last wake's time, and whether one came since the last round started. */
+  /** The last wake's time and continue-as-new suggestion, and whether one came since the last round started. */
   wokeAt: number;
+  suggested: boolean;
   woke: boolean;
-  /** The current (or last) round's start: a wake's time. */
+  /** The current (or last) round's start: a wake's time and suggestion. */
   roundStartedAt: number;
-  /** Whether this run decides by wakes (patch stable-clock); a run of 0.3.0 read the time anywhere. */
+  roundSuggested: boolean;
+  /** Whether this run decides so (patch stable-clock, from its start); a run of 0.3.0 read the time anywhere. */
   stable: boolean;
   /** The old path's reference: read as the last round ended. */
   lastRoundEndedAt: number;
+}
+
+/** A wake: its time and the server's suggestion are the ones every execution of the run sees. */
+function wake(clock: RoundClock): void {
+  clock.wokeAt = Date.now();
+  clock.suggested = workflowInfo().continueAsNewSuggested;
+  clock.woke = true;
 }
 
 export async function machineModelWorkflow(input: MachineModelWorkflowInput): Promise<RoundOutcome> {
@@ -263,7 +273,16 @@ function startRun(input: MachineModelWorkflowInput): Run {
     await condition(() => wantsRound(state, loop), `${seconds} seconds`, { summary });
   };
   const gateway = modelGateway({ state, writeStatus, waitForSignal });
-  const clock: RoundClock = { wokeAt: Date.now(), woke: true, roundStartedAt: 0, stable: false, lastRoundEndedAt: 0 };
+  const clock: RoundClock = {
+    wokeAt: Date.now(),
+    suggested: false,
+    woke: true,
+    roundStartedAt: 0,
+    roundSuggested: false,
+    // Decided at the run's first task, whose place in the history every execution agrees on.
+    stable: patched(stableClock),
+    lastRoundEndedAt: 0,
+  };
   const now = () => (clock.stable ? clock.roundStartedAt : Date.now());
   const reconcile = modelRound({ key, cfg, state, rollouts, gateway, writeStatus, setPhase, now, seen });
   return {
@@ -296,8 +315,7 @@ async function waitForWork(run: Run): Promise<number> {
     await condition(() => pending(run) || loop.moveTo !== undefined, `${nextCheckSeconds} seconds`, {
       summary: waitSummary(state.phase, nextCheckSeconds, seen.readiness),
     });
-    run.clock.wokeAt = Date.now();
-    run.clock.woke = true;
+    wake(run.clock);
   }
   return waitEnds;
 }
@@ -322,24 +340,23 @@ async function moveWhenQuiet(run: Run, waitEnds: number): Promise<void> {
 const coalesceSummary = 'rate limit: let a burst of changes coalesce';
 
 /**
- * At most one round starts per minRoundIntervalMs. A round that follows the last without a wait lets
- * the burst coalesce for the whole interval; one woken by a signal or a timer waits out what is left
- * of the interval since the last round started, both read at wakes.
+ * The rate limit, by events: a round that follows the last without a wait (work came during it) lets
+ * the burst coalesce for minRoundIntervalMs; one woken by a signal or a timer runs at once (the
+ * informer sends a model at most one signal a second, src/informer/signaler.ts).
  */
 async function coalesce({ cfg, clock }: Run): Promise<void> {
-  const since = clock.woke ? clock.wokeAt - clock.roundStartedAt : 0;
-  if (since < cfg.minRoundIntervalMs) {
-    await sleep(cfg.minRoundIntervalMs - since, { summary: coalesceSummary });
-    clock.wokeAt = Date.now();
+  if (!clock.woke && cfg.minRoundIntervalMs > 0) {
+    await sleep(cfg.minRoundIntervalMs, { summary: coalesceSummary });
+    wake(clock);
   }
   clock.roundStartedAt = clock.wokeAt;
+  clock.roundSuggested = clock.suggested;
   clock.woke = false;
 }
 
 /** One round, rate-limited, counted, and told in the Web UI's current details. */
 async function runRound(run: Run): Promise<RoundOutcome> {
   const { label, cfg, state, loop, seen, clock } = run;
-  clock.stable = patched(stableClock);
   if (clock.stable) await coalesce(run);
   else {
     const sinceLast = Date.now() - clock.lastRoundEndedAt;
@@ -392,9 +409,11 @@ async function finish(run: Run, outcome: RoundOutcome): Promise<RoundOutcome> {
  * it past the bound continues as new first, and the new run does the waiting.
  */
 function dueToContinue(run: Run): boolean {
-  const now = run.clock.stable ? run.clock.roundStartedAt : Date.now();
+  const { clock } = run;
+  const now = clock.stable ? clock.roundStartedAt : Date.now();
+  const suggested = clock.stable ? clock.roundSuggested : workflowInfo().continueAsNewSuggested;
   const wouldOutliveRunBound = (waitSeconds: number) =>
     now - workflowInfo().runStartTime.getTime() + waitSeconds * 1000 > maxRunSeconds * 1000;
-  if (++run.roundsThisRun >= run.cfg.maxRoundsPerRun || workflowInfo().continueAsNewSuggested) return true;
+  if (++run.roundsThisRun >= run.cfg.maxRoundsPerRun || suggested) return true;
   return wouldOutliveRunBound(run.nextCheckSeconds);
 }

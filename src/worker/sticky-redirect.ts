@@ -12,8 +12,13 @@ import { runningOnQueueQuery } from '../core/visibility-queries.js';
 
 /** Resets at once: a few RPCs each, against a Temporal that answers a restarted operator's burst. */
 const concurrency = 8;
+/**
+ * The server stops sending tasks to a sticky queue nobody polled for 10 s; a reset after that only
+ * costs the run its place in this worker's cache (a replay).
+ */
+const usefulForMs = 10_000;
 
-/** Resets the stickiness of every running workflow on `taskQueue`; how many it reset. */
+/** Resets the stickiness of every running workflow on `taskQueue` (for 10 s at most); how many it reset. */
 export async function redirectStickyRuns(
   connection: NativeConnection,
   namespace: string,
@@ -22,12 +27,15 @@ export async function redirectStickyRuns(
 ): Promise<number> {
   const service = connection.workflowService;
   const query = runningOnQueueQuery(taskQueue);
+  const deadline = Date.now() + usefulForMs;
   let reset = 0;
   let nextPageToken: Uint8Array | undefined;
   do {
-    const page = await service.listWorkflowExecutions({ namespace, query, pageSize: 1000, nextPageToken });
+    const page = await connection.withDeadline(deadline, () =>
+      service.listWorkflowExecutions({ namespace, query, pageSize: 1000, nextPageToken }),
+    );
     const executions = (page.executions ?? []).flatMap((e) => (e.execution ? [e.execution] : []));
-    for (let i = 0; i < executions.length; i += concurrency) {
+    for (let i = 0; i < executions.length && Date.now() < deadline; i += concurrency) {
       const batch = executions.slice(i, i + concurrency);
       const results = await Promise.allSettled(
         batch.map((execution) => service.resetStickyTaskQueue({ namespace, execution })),
@@ -39,6 +47,6 @@ export async function redirectStickyRuns(
           log.warn({ err: String(r.reason), taskQueue }, "could not send a run's tasks to its queue");
     }
     nextPageToken = page.nextPageToken?.length ? page.nextPageToken : undefined;
-  } while (nextPageToken);
+  } while (nextPageToken && Date.now() < deadline);
   return reset;
 }
