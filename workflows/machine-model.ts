@@ -178,13 +178,13 @@ interface Run {
  * ending a wait (docs/workflow-versioning.md, "Workflow time").
  */
 interface RoundClock {
-  /** The last wake's time and continue-as-new suggestion, and whether one came since the last round started. */
+  /**
+   * The last wake's time and continue-as-new suggestion (a round starts at one, and no wake comes
+   * until it ends: they are the round's too), and whether one came since the last round started.
+   */
   wokeAt: number;
   suggested: boolean;
   woke: boolean;
-  /** The current (or last) round's start: a wake's time and suggestion. */
-  roundStartedAt: number;
-  roundSuggested: boolean;
   /** Whether this run decides so (patch stable-clock, from its start); a run of 0.3.0 read the time anywhere. */
   stable: boolean;
   /** The old path's reference: read as the last round ended. */
@@ -277,13 +277,11 @@ function startRun(input: MachineModelWorkflowInput): Run {
     wokeAt: Date.now(),
     suggested: false,
     woke: true,
-    roundStartedAt: 0,
-    roundSuggested: false,
     // Decided at the run's first task, whose place in the history every execution agrees on.
     stable: patched(stableClock),
     lastRoundEndedAt: 0,
   };
-  const now = () => (clock.stable ? clock.roundStartedAt : Date.now());
+  const now = () => (clock.stable ? clock.wokeAt : Date.now());
   const reconcile = modelRound({ key, cfg, state, rollouts, gateway, writeStatus, setPhase, now, seen });
   return {
     input,
@@ -349,8 +347,6 @@ async function coalesce({ cfg, clock }: Run): Promise<void> {
     await sleep(cfg.minRoundIntervalMs, { summary: coalesceSummary });
     wake(clock);
   }
-  clock.roundStartedAt = clock.wokeAt;
-  clock.roundSuggested = clock.suggested;
   clock.woke = false;
 }
 
@@ -410,8 +406,8 @@ async function finish(run: Run, outcome: RoundOutcome): Promise<RoundOutcome> {
  */
 function dueToContinue(run: Run): boolean {
   const { clock } = run;
-  const now = clock.stable ? clock.roundStartedAt : Date.now();
-  const suggested = clock.stable ? clock.roundSuggested : workflowInfo().continueAsNewSuggested;
+  const now = clock.stable ? clock.wokeAt : Date.now();
+  const suggested = clock.stable ? clock.suggested : workflowInfo().continueAsNewSuggested;
   const wouldOutliveRunBound = (waitSeconds: number) =>
     now - workflowInfo().runStartTime.getTime() + waitSeconds * 1000 > maxRunSeconds * 1000;
   if (++run.roundsThisRun >= run.cfg.maxRoundsPerRun || suggested) return true;

@@ -204,32 +204,30 @@ function checkRoute(w: World, running: RoundRollout | undefined) {
   holds(w.weight <= w.input.plan.steps[running!.want!.step]!.weight, "a share never above its step's", w.weight);
 }
 
+/** A task completes: what it kept becomes the side's, the inbox loses what it took, its signals go out. */
+function complete<K, In, Out>(side: { kept: K; pending?: Pending<K>; inbox: In[] }, channel: Out[]): void {
+  const p = side.pending;
+  if (!p) return;
+  side.kept = p.kept;
+  side.inbox.splice(0, p.took);
+  channel.push(...(p.sends as Out[]));
+  side.pending = undefined;
+}
+
 function apply(w: World, step: Step): void {
   switch (step) {
     case 'rollout-run':
       w.rollout.pending ??= rolloutTask(w);
       break;
-    case 'rollout-complete': {
-      const p = w.rollout.pending;
-      if (!p) break;
-      w.rollout.kept = p.kept;
-      w.rollout.inbox.splice(0, p.took);
-      w.toModel.push(...(p.sends as Report[]));
-      w.rollout.pending = undefined;
+    case 'rollout-complete':
+      complete(w.rollout, w.toModel);
       break;
-    }
     case 'model-run':
       w.model.pending ??= modelTask(w);
       break;
-    case 'model-complete': {
-      const p = w.model.pending;
-      if (!p) break;
-      w.model.kept = p.kept;
-      w.model.inbox.splice(0, p.took);
-      w.toRollout.push(...(p.sends as Answer[]));
-      w.model.pending = undefined;
+    case 'model-complete':
+      complete(w.model, w.toRollout);
       break;
-    }
     case 'deliver-report':
       if (w.toModel.length) w.model.inbox.push(w.toModel.shift()!);
       break;
