@@ -38,7 +38,9 @@ export async function redirectStickyRuns(
     for (let i = 0; i < executions.length && Date.now() < deadline; i += concurrency) {
       const batch = executions.slice(i, i + concurrency);
       const results = await Promise.allSettled(
-        batch.map((execution) => service.resetStickyTaskQueue({ namespace, execution })),
+        batch.map((execution) =>
+          connection.withDeadline(deadline, () => service.resetStickyTaskQueue({ namespace, execution })),
+        ),
       );
       reset += results.filter((r) => r.status === 'fulfilled').length;
       // A run that closed since the list has nothing to reset; anything else is worth a line.
